@@ -1,0 +1,69 @@
+/**
+ * @otm/model: Open Trip Model 5.9 types, kinds and validation.
+ *
+ * Field paths in errors: dotted members from the document root, array indices in brackets, member
+ * names that are not plain identifiers as JSON strings in brackets, the root itself as `$`:
+ * `vehicle.entity.fuel`, `actions[0].entity.location.entity.geoReference.lat`,
+ * `externalAttributes["odd.name"]`. See README.md for the validation policy.
+ */
+import { compiled, validateAgainst, type OtmError } from './validate.js';
+import { ENTITY_TYPES_OF_KIND, isKindSegment, kindInfo, type KindSegment } from './kinds.js';
+import type {
+  Trip, Vehicle, Route, Sensor, Location, Actor, Consignment, Event, Action, Goods, Document,
+  TransportOrder, Constraint,
+} from './generated/types.js';
+
+export type { OtmError } from './validate.js';
+export { MAX_ERRORS } from './validate.js';
+export { KINDS, isKindSegment, detectKind, type KindInfo, type KindSegment } from './kinds.js';
+export * from './generated/types.js';
+
+export type OtmEvent = Event;
+export type OtmDocument = Document;
+/** Any document of one of the 13 kinds. */
+export type Entity =
+  | Trip | Vehicle | Route | Sensor | Location | Actor | Consignment | OtmEvent | Action | Goods
+  | OtmDocument | TransportOrder | Constraint;
+
+const kindWord: Partial<Record<KindSegment, string>> = {
+  actions: "'action' or the actionType",
+  events: "'event' or the eventType",
+};
+
+/**
+ * Validates `doc` (already parsed JSON) as the body of `PUT /api/v5/<kind>`.
+ * Returns [] when valid, else at most MAX_ERRORS items in document order. Never throws.
+ */
+export function validateEntity(kind: KindSegment, doc: unknown): OtmError[] {
+  try {
+    if (!isKindSegment(kind)) return [{ type: 'invalidField', field: '$', message: `unknown entity kind '${String(kind)}'` }];
+    const info = kindInfo(kind);
+    if (doc === undefined) return [{ type: 'invalidJson', message: 'no JSON document' }];
+    if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+      const got = doc === null ? 'null' : Array.isArray(doc) ? 'an array' : `a ${typeof doc}`;
+      return [{ type: 'invalidField', field: '$', message: `the body must be one JSON object (a ${info.label.toLowerCase()}), got ${got}` }];
+    }
+    if (Object.hasOwn(doc, 'entityType')) {
+      const et = (doc as Record<string, unknown>).entityType;
+      const allowed = ENTITY_TYPES_OF_KIND.get(kind) ?? [];
+      if (typeof et === 'string' && !allowed.includes(et)) {
+        return [{
+          type: 'invalidField',
+          field: 'entityType',
+          message: `entityType '${et}' does not match the kind of this path: ${kind} expects ${kindWord[kind] ?? `'${info.entityType}'`}`,
+        }];
+      }
+    }
+    return validateAgainst(info.schema, doc);
+  } catch {
+    return [{ type: 'invalidField', field: '$', message: 'document could not be validated' }];
+  }
+}
+
+/** Compiles the validators of all kinds now (otherwise each is compiled on its first use). */
+export function precompile(): void {
+  for (const k of ['vehicles', 'routes', 'sensors', 'locations', 'actors', 'consignments', 'trips', 'events',
+    'actions', 'goods', 'documents', 'transportOrders', 'constraints'] as const) {
+    compiled(kindInfo(k).schema, false);
+  }
+}
