@@ -1,0 +1,136 @@
+/**
+ * Configuration from environment variables, read once at start, validated, frozen. A bad value
+ * stops the process with a message that names the variable.
+ */
+import path from 'node:path';
+import { parseTokens, type TokenEntry } from './tokens.js';
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    message: string,
+  ) {
+    super(`${variable}: ${message}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  readonly bus: 'memory' | 'kafka';
+  readonly kafkaBrokers: readonly string[];
+  readonly entityStore: 'embedded' | 'redis';
+  readonly redisUrl: string | undefined;
+  readonly eventStore: 'embedded' | 'clickhouse';
+  readonly clickhouseUrl: string | undefined;
+  /** Undefined when OTM_TOKENS is unset (then `otm serve` makes and keeps a token). */
+  readonly tokens: readonly TokenEntry[] | undefined;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Largest accepted request body, in bytes. */
+  readonly bodyLimit: number;
+  /** Deepest accepted nesting of objects and arrays in a document. */
+  readonly maxDepth: number;
+}
+
+/** Every variable the service reads, with its meaning; the README's table is written from this. */
+export const CONFIG_VARIABLES = {
+  PORT: 'TCP port of the HTTP interface (default 8080)',
+  HOST: 'address to listen on (default 127.0.0.1)',
+  OTM_DATA_DIR: 'folder of the embedded store and the generated token (default ./data)',
+  OTM_BUS: 'memory (in-process, default) or kafka',
+  KAFKA_BROKERS: 'comma-separated host:port list, required when OTM_BUS=kafka',
+  OTM_ENTITY_STORE: 'embedded (default) or redis',
+  REDIS_URL: 'redis://host:port, required when OTM_ENTITY_STORE=redis',
+  OTM_EVENT_STORE: 'embedded (default) or clickhouse',
+  CLICKHOUSE_URL: 'http://host:8123, required when OTM_EVENT_STORE=clickhouse',
+  OTM_TOKENS: 'token:tenant:scopes[,...], scopes read and/or write joined with + (e.g. s3cret:acme:read+write)',
+  LOG_LEVEL: 'fatal, error, warn, info (default), debug, trace or silent',
+  OTM_BODY_LIMIT: 'largest request body in bytes (default 1048576)',
+  OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
+} as const;
+
+type Env = Record<string, string | undefined>;
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const v = env[name];
+  if (v === undefined || v === '') return fallback;
+  if (!(allowed as readonly string[]).includes(v)) {
+    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got '${v}'`);
+  }
+  return v as T;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const v = env[name];
+  if (v === undefined || v === '') return fallback;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got '${v}'`);
+  }
+  return Number(v);
+}
+
+function url(env: Env, name: string, protocols: readonly string[], required: boolean): string | undefined {
+  const v = env[name];
+  if (v === undefined || v === '') {
+    if (required) throw new ConfigError(name, 'is required by the chosen adapter');
+    return undefined;
+  }
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    throw new ConfigError(name, `is not a URL: '${v}'`);
+  }
+  if (!protocols.includes(u.protocol)) {
+    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got '${u.protocol}'`);
+  }
+  return v;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const bus = oneOf(env, 'OTM_BUS', ['memory', 'kafka'] as const, 'memory');
+  const entityStore = oneOf(env, 'OTM_ENTITY_STORE', ['embedded', 'redis'] as const, 'embedded');
+  const eventStore = oneOf(env, 'OTM_EVENT_STORE', ['embedded', 'clickhouse'] as const, 'embedded');
+
+  const brokersRaw = env.KAFKA_BROKERS ?? '';
+  const kafkaBrokers = brokersRaw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const b of kafkaBrokers) {
+    if (!/^[^\s:]+:\d{1,5}$/.test(b) && !/^\[[0-9a-f:]+\]:\d{1,5}$/i.test(b)) {
+      throw new ConfigError('KAFKA_BROKERS', `'${b}' is not host:port`);
+    }
+  }
+  if (bus === 'kafka' && kafkaBrokers.length === 0) {
+    throw new ConfigError('KAFKA_BROKERS', 'is required when OTM_BUS=kafka');
+  }
+
+  let tokens: TokenEntry[] | undefined;
+  if (env.OTM_TOKENS !== undefined && env.OTM_TOKENS.trim() !== '') {
+    try {
+      tokens = parseTokens(env.OTM_TOKENS);
+    } catch (e) {
+      throw new ConfigError('OTM_TOKENS', (e as Error).message);
+    }
+  }
+
+  const host = env.HOST && env.HOST !== '' ? env.HOST : '127.0.0.1';
+  return Object.freeze({
+    port: integer(env, 'PORT', 8080, 0, 65535),
+    host,
+    dataDir: path.resolve(env.OTM_DATA_DIR && env.OTM_DATA_DIR !== '' ? env.OTM_DATA_DIR : './data'),
+    bus,
+    kafkaBrokers: Object.freeze(kafkaBrokers),
+    entityStore,
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:'], entityStore === 'redis'),
+    eventStore,
+    clickhouseUrl: url(env, 'CLICKHOUSE_URL', ['http:', 'https:'], eventStore === 'clickhouse'),
+    tokens: tokens && Object.freeze(tokens),
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    bodyLimit: integer(env, 'OTM_BODY_LIMIT', 1_048_576, 1024, 1_073_741_824),
+    maxDepth: integer(env, 'OTM_MAX_DEPTH', 64, 8, 1000),
+  });
+}

@@ -1,0 +1,58 @@
+/**
+ * Errors that cross a boundary carry a stable code, the HTTP status they map to, and whether a
+ * retry can help. Workers decide between retry and dead-letter from `retryable`, never from text.
+ */
+import type { OtmError } from '@otm/model';
+
+export const ErrorCode = {
+  invalidDocument: 'invalidDocument',
+  unauthorized: 'unauthorized',
+  forbidden: 'forbidden',
+  notFound: 'notFound',
+  methodNotAllowed: 'methodNotAllowed',
+  payloadTooLarge: 'payloadTooLarge',
+  unsupportedMediaType: 'unsupportedMediaType',
+  unavailable: 'unavailable',
+  internal: 'internal',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/** One item of an error answer: the model's error items, plus our own `type`s for non-400 answers. */
+export type ErrorItem = OtmError | { type: Exclude<ErrorCode, 'invalidDocument' | 'internal'>; message: string };
+
+export class OtmServiceError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly retryable: boolean;
+  readonly items: ErrorItem[];
+  readonly headers: Record<string, string>;
+
+  constructor(
+    code: ErrorCode,
+    status: number,
+    message: string,
+    opts: { items?: ErrorItem[]; retryable?: boolean; cause?: unknown; headers?: Record<string, string> } = {},
+  ) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'OtmServiceError';
+    this.code = code;
+    this.status = status;
+    this.retryable = opts.retryable ?? false;
+    this.items = opts.items ?? [];
+    this.headers = opts.headers ?? {};
+  }
+}
+
+export const invalidDocument = (items: OtmError[]) =>
+  new OtmServiceError(ErrorCode.invalidDocument, 400, 'invalid document', { items });
+
+export const notFound = (message: string) =>
+  new OtmServiceError(ErrorCode.notFound, 404, message, { items: [{ type: 'notFound', message }] });
+
+export const unavailable = (message: string, retryAfterSeconds = 5, cause?: unknown) =>
+  new OtmServiceError(ErrorCode.unavailable, 503, message, {
+    items: [{ type: 'unavailable', message }],
+    retryable: true,
+    cause,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  });

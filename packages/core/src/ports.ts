@@ -1,0 +1,64 @@
+/**
+ * The three ports of the architecture. Each has an embedded adapter (one process, data folder)
+ * and a distributed one (Kafka, Redis, ClickHouse); one contract test suite runs against both.
+ */
+import type { KindSegment } from '@otm/model';
+import type { Envelope, Topic } from './messages.js';
+
+export interface Bus {
+  /**
+   * Publishes messages; resolves once the bus has durably accepted all of them (Kafka: acks from
+   * all in-sync replicas; in-process: the subscribed worker has applied them). Rejects with a
+   * retryable OtmServiceError when the bus cannot take them.
+   */
+  publish(envelopes: readonly Envelope[]): Promise<void>;
+  /**
+   * Calls `handler` with batches of messages of `topic`, in publish order per key. A batch is
+   * committed only when `handler` resolves; when it rejects, the batch is handed back.
+   */
+  subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>): Promise<Subscription>;
+  ready(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+export interface Subscription {
+  /** Stops taking messages, lets the batch in hand finish, commits, leaves. */
+  close(): Promise<void>;
+}
+
+/** One stored version of a document: an entity, or one lifecycle of an action or event. */
+export interface StoredDocument {
+  readonly kind: KindSegment;
+  readonly key: string;
+  /** 0 when the document has no lifecycle, else 1 (requested) to 5 (realized). */
+  readonly lifecycleRank: number;
+  /** The document as JSON text, exactly as it will be answered. */
+  readonly json: string;
+  /** The same document as a value, for adapters that index its fields (not kept by them). */
+  readonly value?: Readonly<Record<string, unknown>>;
+}
+
+export type DocumentWrite =
+  | { readonly op: 'put'; readonly tenant: string; readonly doc: StoredDocument }
+  | { readonly op: 'delete'; readonly tenant: string; readonly kind: KindSegment; readonly key: string };
+
+export interface DocumentReader {
+  /** The version of the given lifecycle rank, or else the latest (highest rank) version. */
+  get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined>;
+}
+
+/** Static entities, update and association events, actions (every version by lifecycle). */
+export interface EntityStore extends DocumentReader {
+  /** Applies the writes in order; resolves when they are durable. */
+  write(writes: readonly DocumentWrite[]): Promise<void>;
+  ready(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** High-volume telemetry events (location, sensor, emission, fuel, weigh, start/stop). */
+export interface EventStore extends DocumentReader {
+  /** Stores the events (deduplicated by tenant, id and lifecycle); resolves when durable. */
+  write(writes: readonly DocumentWrite[]): Promise<void>;
+  ready(): Promise<boolean>;
+  close(): Promise<void>;
+}

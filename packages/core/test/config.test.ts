@@ -1,0 +1,55 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../src/index.js';
+
+describe('loadConfig', () => {
+  it('has defaults for the embedded deployment', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', bus: 'memory', entityStore: 'embedded', eventStore: 'embedded', tokens: undefined });
+    expect(c.dataDir.endsWith('/data')).toBe(true);
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+
+  it.each([
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ OTM_BUS: 'rabbit' }, 'OTM_BUS'],
+    [{ OTM_BUS: 'kafka' }, 'KAFKA_BROKERS'],
+    [{ KAFKA_BROKERS: 'nohost' }, 'KAFKA_BROKERS'],
+    [{ OTM_ENTITY_STORE: 'redis' }, 'REDIS_URL'],
+    [{ OTM_ENTITY_STORE: 'redis', REDIS_URL: 'http://x' }, 'REDIS_URL'],
+    [{ OTM_EVENT_STORE: 'clickhouse' }, 'CLICKHOUSE_URL'],
+    [{ OTM_TOKENS: 'short:acme:read' }, 'OTM_TOKENS'],
+    [{ OTM_TOKENS: 'longenough:acme:admin' }, 'OTM_TOKENS'],
+    [{ OTM_TOKENS: 'longenough:acme' }, 'OTM_TOKENS'],
+    [{ OTM_TOKENS: 'longenough:ac/me:read' }, 'OTM_TOKENS'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ OTM_BODY_LIMIT: '-1' }, 'OTM_BODY_LIMIT'],
+  ])('rejects %j naming %s', (env, variable) => {
+    let err: unknown;
+    try {
+      loadConfig(env);
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).variable).toBe(variable);
+    expect((err as Error).message.startsWith(`${variable}:`)).toBe(true);
+  });
+
+  it('accepts the distributed settings', () => {
+    const c = loadConfig({
+      OTM_BUS: 'kafka',
+      KAFKA_BROKERS: '127.0.0.1:9092, kafka-2:9092',
+      OTM_ENTITY_STORE: 'redis',
+      REDIS_URL: 'redis://127.0.0.1:6379',
+      OTM_EVENT_STORE: 'clickhouse',
+      CLICKHOUSE_URL: 'http://127.0.0.1:8123',
+      OTM_TOKENS: 's3cret-token:acme:read+write,viewer-token:acme:read',
+    });
+    expect(c.kafkaBrokers).toEqual(['127.0.0.1:9092', 'kafka-2:9092']);
+    expect(c.tokens?.map((t) => [t.tenant, [...t.scopes]])).toEqual([
+      ['acme', ['read', 'write']],
+      ['acme', ['read']],
+    ]);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * The in-process bus of the embedded deployment. Like a Kafka topic it has partitions: messages
+ * with the same key go to the same partition and are handled one batch at a time, in publish
+ * order. `publish` resolves only after every subscribed group has applied the message, so a write
+ * is visible to the next read; if a handler fails, the publishers of that batch get the error.
+ */
+import { unavailable, type Bus, type Envelope, type Subscription, type Topic } from '@otm/core';
+
+interface Pending {
+  readonly envelope: Envelope;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
+class Partition {
+  private queue: Pending[] = [];
+  private running = false;
+
+  constructor(
+    private readonly handler: (batch: readonly Envelope[]) => Promise<void>,
+    private readonly maxBatch: number,
+  ) {}
+
+  push(p: Pending): void {
+    this.queue.push(p);
+    if (!this.running) void this.drain();
+  }
+
+  /** Resolves when the partition has nothing queued or in hand. */
+  idle(): Promise<void> {
+    if (!this.running && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+  private waiters: Array<() => void> = [];
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      try {
+        await this.handler(batch.map((p) => p.envelope));
+        for (const p of batch) p.resolve();
+      } catch (e) {
+        for (const p of batch) p.reject(e);
+      }
+    }
+    this.running = false;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+interface Group {
+  readonly name: string;
+  readonly partitions: Partition[];
+  closed: boolean;
+}
+
+export interface MemoryBusOptions {
+  /** Partitions per topic (default 8): the number of batches applied at once. */
+  partitions?: number;
+  /** Most messages handed to a handler at once (default 500). */
+  maxBatch?: number;
+}
+
+/** FNV-1a hash of the key, as a partition number. */
+function partitionOf(key: string, n: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    h ^= key.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % n;
+}
+
+export class MemoryBus implements Bus {
+  private readonly groups = new Map<Topic, Group[]>();
+  private readonly partitions: number;
+  private readonly maxBatch: number;
+  private closed = false;
+
+  constructor(opts: MemoryBusOptions = {}) {
+    this.partitions = opts.partitions ?? 8;
+    this.maxBatch = opts.maxBatch ?? 500;
+  }
+
+  async publish(envelopes: readonly Envelope[]): Promise<void> {
+    if (this.closed) throw unavailable('the bus is closed');
+    const done: Promise<void>[] = [];
+    for (const envelope of envelopes) {
+      const groups = (this.groups.get(envelope.topic) ?? []).filter((g) => !g.closed);
+      if (groups.length === 0) throw unavailable(`no worker is subscribed to ${envelope.topic}`);
+      const p = partitionOf(envelope.key, this.partitions);
+      for (const g of groups) {
+        done.push(new Promise<void>((resolve, reject) => g.partitions[p]!.push({ envelope, resolve, reject })));
+      }
+    }
+    await Promise.all(done);
+  }
+
+  async subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>): Promise<Subscription> {
+    const list = this.groups.get(topic) ?? [];
+    if (list.some((g) => g.name === group && !g.closed)) throw new Error(`group ${group} already consumes ${topic}`);
+    const g: Group = {
+      name: group,
+      partitions: Array.from({ length: this.partitions }, () => new Partition(handler, this.maxBatch)),
+      closed: false,
+    };
+    list.push(g);
+    this.groups.set(topic, list);
+    return {
+      close: async () => {
+        g.closed = true;
+        await Promise.all(g.partitions.map((p) => p.idle()));
+      },
+    };
+  }
+
+  async ready(): Promise<boolean> {
+    return !this.closed;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const all = [...this.groups.values()].flat();
+    await Promise.all(all.flatMap((g) => g.partitions.map((p) => p.idle())));
+  }
+}

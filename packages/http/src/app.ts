@@ -1,0 +1,167 @@
+/**
+ * The HTTP plumbing every role shares: JSON bodies, bearer authentication, one error format,
+ * 404/405/413/415 answers, /healthz and /readyz. The ingress and query services add their routes.
+ */
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { OtmServiceError, TokenVerifier, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
+import { parseJsonBody } from './json-body.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal | undefined;
+  }
+  interface FastifyContextConfig {
+    /** The scope an `/api/v5` route needs; routes without it need no authentication. */
+    scope?: Scope;
+  }
+}
+
+export interface HttpAppOptions {
+  logger: Logger;
+  verifier: TokenVerifier;
+  bodyLimit: number;
+  maxDepth: number;
+  /** Whether every dependency answers; /readyz reports it. */
+  readiness: () => Promise<Record<string, boolean>>;
+}
+
+const errorBody = (items: ErrorItem[]) => items;
+
+function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
+  return reply.code(status).headers(headers).type('application/json; charset=utf-8').send(errorBody(items));
+}
+
+/**
+ * Per-request log lines at debug level: at high ingest rates one info line per request would cost
+ * more than the request. Failures are logged by the error handler.
+ */
+class QuietRequestLog extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ req: request }, 'incoming request');
+  }
+  override requestCompleted(_error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+    request.log.debug({ res: reply, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
+const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
+
+export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: opts.logger as FastifyBaseLogger,
+    bodyLimit: opts.bodyLimit,
+    logController: new QuietRequestLog(),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+  });
+
+  app.decorateRequest('principal', undefined);
+
+  // Only JSON is accepted; any other content type gets fastify's 415, mapped below.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    /^application\/([a-z0-9.-]+\+)?json$/i,
+    { parseAs: 'string', bodyLimit: opts.bodyLimit },
+    (req, body, done) => {
+      const text = body as unknown as string;
+      // A GET or DELETE sent with a JSON content type but no body has nothing to parse.
+      if (text === '' && req.method !== 'PUT' && req.method !== 'POST') return done(null, undefined);
+      try {
+        done(null, parseJsonBody(text, opts.maxDepth));
+      } catch (e) {
+        done(e as Error, undefined);
+      }
+    },
+  );
+
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    const scope = req.routeOptions.config?.scope;
+    if (scope === undefined) return;
+    const header = req.headers.authorization;
+    const m = header === undefined ? null : BEARER_RE.exec(header);
+    const principal = m?.[1] === undefined ? undefined : opts.verifier.verify(m[1]);
+    if (principal === undefined) {
+      const message =
+        header === undefined
+          ? 'this operation needs an Authorization: Bearer <token> header'
+          : m === null
+            ? 'the Authorization header must be: Bearer <token>'
+            : 'the bearer token is not valid';
+      const challenge = header === undefined ? 'Bearer realm="otm"' : 'Bearer realm="otm", error="invalid_token"';
+      return send(reply, 401, [{ type: 'unauthorized', message }], { 'www-authenticate': challenge });
+    }
+    if (!principal.scopes.has(scope)) {
+      return send(reply, 403, [{ type: 'forbidden', message: `this token lacks the '${scope}' scope` }], {
+        'www-authenticate': `Bearer realm="otm", error="insufficient_scope", scope="${scope}"`,
+      });
+    }
+    req.principal = principal;
+  });
+
+  app.setNotFoundHandler((req, reply) =>
+    send(reply, 404, [{ type: 'notFound', message: `no resource at ${req.method} ${req.url.split('?')[0]}` }]),
+  );
+
+  app.setErrorHandler((err: FastifyError | OtmServiceError, req, reply) => {
+    if (err instanceof OtmServiceError) {
+      if (err.status >= 500) req.log.error({ err, code: err.code }, 'request failed');
+      if (err.status === 500) return reply.code(500).type('application/json; charset=utf-8').send(JSON.stringify('internal error'));
+      return send(reply, err.status, err.items, err.headers);
+    }
+    switch (err.code) {
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+        if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+          return send(reply, 415, [
+            {
+              type: 'unsupportedMediaType',
+              message: `the body must be JSON (Content-Type: application/json), got '${req.headers['content-type'] ?? 'none'}'`,
+            },
+          ]);
+        }
+        return send(reply, 400, [{ type: 'invalidJson', message: 'the Content-Length does not match the body' }]);
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return send(reply, 413, [
+          { type: 'payloadTooLarge', message: `the body is larger than the limit of ${opts.bodyLimit} bytes` },
+        ]);
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return send(reply, 400, [{ type: 'invalidJson', message: 'the request body is empty; a JSON document is expected' }]);
+      default:
+        break;
+    }
+    if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+      return send(reply, err.statusCode, [{ type: 'invalidJson', message: err.message }]);
+    }
+    req.log.error({ err }, 'request failed');
+    return reply.code(500).type('application/json; charset=utf-8').send(JSON.stringify('internal error'));
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    let checks: Record<string, boolean>;
+    try {
+      checks = await opts.readiness();
+    } catch {
+      checks = { dependencies: false };
+    }
+    const ready = Object.values(checks).every(Boolean);
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks });
+  });
+
+  return app;
+}
+
+/** Answers 405 with `Allow` for every method a path does not serve. */
+export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[]): void {
+  const all = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'PATCH', 'OPTIONS'];
+  const others = all.filter((m) => !allowed.includes(m));
+  app.route({
+    method: others as never,
+    url,
+    handler: async (req, reply) =>
+      send(reply, 405, [{ type: 'methodNotAllowed', message: `${req.method} is not allowed here; use ${allowed.join(', ')}` }], {
+        allow: allowed.join(', '),
+      }),
+  });
+}

@@ -1,0 +1,3 @@
+export { createHttpApp, methodNotAllowed, type HttpAppOptions } from './app.js';
+export { parseJsonBody, exceedsDepth } from './json-body.js';
+export { kindParam, uuidParam, onlyQuery } from './params.js';
