@@ -1,0 +1,2 @@
+export { Query, type QueryDeps } from './query.js';
+export { registerQueryRoutes } from './routes.js';

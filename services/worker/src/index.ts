@@ -1,0 +1,1 @@
+export { entityWorker, telemetryWorker, toWrite, type WorkerDeps } from './worker.js';

@@ -1,0 +1,50 @@
+/** Starts the built `otm` command as a child process, for tests of the real thing. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+export const OTM_BIN = fileURLToPath(new URL('../services/otm/bin/otm.js', import.meta.url));
+const DIST = fileURLToPath(new URL('../services/otm/dist/cli.js', import.meta.url));
+
+export interface Running {
+  readonly child: ChildProcess;
+  readonly url: string;
+  readonly stdout: () => string;
+}
+
+/** Runs `otm serve` on a free loopback port; resolves once it listens. */
+export async function startServe(env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
+  if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
+  const child = spawn(process.execPath, [OTM_BIN, 'serve'], {
+    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`otm serve did not start: ${out} ${err}`)), timeoutMs);
+    const check = () => {
+      const m = /listening on (http:\/\/[^\s]+)/.exec(out);
+      if (m?.[1]) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    child.stdout!.on('data', check);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`otm serve exited with ${code}: ${out} ${err}`));
+    });
+  });
+  return { child, url, stdout: () => out };
+}
+
+export function stop(r: Running, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (r.child.exitCode !== null || r.child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    r.child.once('exit', () => resolve());
+    r.child.kill(signal);
+  });
+}
