@@ -70,12 +70,6 @@ export const ENTITY_TYPES_OF_KIND: ReadonlyMap<KindSegment, readonly string[]> =
   KINDS.map((k) => [k.segment, entityTypeValues(schemaByName(k.schema))]),
 );
 
-const KIND_OF_ENTITY_TYPE = new Map<string, KindSegment>();
-for (const [seg, values] of ENTITY_TYPES_OF_KIND) for (const v of values) if (!KIND_OF_ENTITY_TYPE.has(v)) KIND_OF_ENTITY_TYPE.set(v, seg);
-// reference enum spellings of sub-kinds (items, transportEquipment) name goods
-KIND_OF_ENTITY_TYPE.set('items', 'goods');
-KIND_OF_ENTITY_TYPE.set('transportEquipment', 'goods');
-
 function mappingValues(schema: string): Set<string> {
   return new Set(Object.keys(schemaByName(schema).discriminator?.mapping ?? {}));
 }
@@ -84,6 +78,43 @@ const ACTION_TYPES = mappingValues('action');
 const GOODS_TYPES = mappingValues('goods');
 const ACTOR_TYPES = mappingValues('actor');
 const CONSTRAINT_TYPES = mappingValues('constraintValue');
+
+/**
+ * The reference/attributeRestriction `entityType` enum names `stopWaiting`, an event kind the model does not
+ * define (it has startWaitingEvent only). The enum names event kinds by their short names, so it is an event.
+ */
+const NOT_IN_MODEL: Readonly<Record<string, KindSegment>> = { stopWaiting: 'events' };
+
+/**
+ * entityType value -> kind. A sub-kind's discriminator value names that sub-kind's kind first (`weigh` is the
+ * actionType of the weigh action, though the weighEvent also accepts it as its short name); then the entityType
+ * enums of the kinds' schemas, in KINDS order; then the values the model's enums name without defining them.
+ */
+export const KIND_OF_ENTITY_TYPE: ReadonlyMap<string, KindSegment> = (() => {
+  const m = new Map<string, KindSegment>();
+  for (const [values, kind] of [[ACTION_TYPES, 'actions'], [EVENT_TYPES, 'events'], [GOODS_TYPES, 'goods']] as const) {
+    for (const v of values) if (!m.has(v)) m.set(v, kind);
+  }
+  for (const [seg, values] of ENTITY_TYPES_OF_KIND) for (const v of values) if (!m.has(v)) m.set(v, seg);
+  for (const [v, k] of Object.entries(NOT_IN_MODEL)) if (!m.has(v)) m.set(v, k);
+  return m;
+})();
+
+/** entityType values that more than one kind accepts (e.g. `weigh`: the weigh action and the weighEvent). */
+const AMBIGUOUS: ReadonlySet<string> = (() => {
+  const count = new Map<string, number>();
+  for (const values of ENTITY_TYPES_OF_KIND.values()) for (const v of values) count.set(v, (count.get(v) ?? 0) + 1);
+  return new Set([...count].filter(([, n]) => n > 1).map(([v]) => v));
+})();
+
+/**
+ * Kind of an entityType value as used on entities, in references / attributeRestrictions (`items`, `locationUpdate`,
+ * `associationCreated`, `stopWaiting`) and as keys of the updateEvent `entity` union (`load`, `weigh`): 'trip' ->
+ * 'trips', 'load' -> 'actions', 'locationUpdate' -> 'events', 'items' -> 'goods'. undefined for anything else.
+ */
+export function kindOfEntityType(entityType: string): KindSegment | undefined {
+  return typeof entityType === 'string' ? KIND_OF_ENTITY_TYPE.get(entityType) : undefined;
+}
 
 /**
  * Guesses the kind of a document (for validating a file without a path), from, in this order:
@@ -95,7 +126,7 @@ export function detectKind(doc: unknown): KindSegment | undefined {
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) return undefined;
   const get = (k: string): unknown => (Object.hasOwn(doc, k) ? (doc as Record<string, unknown>)[k] : undefined);
   const et = get('entityType');
-  if (typeof et === 'string' && KIND_OF_ENTITY_TYPE.has(et)) return KIND_OF_ENTITY_TYPE.get(et);
+  if (typeof et === 'string' && KIND_OF_ENTITY_TYPE.has(et) && !AMBIGUOUS.has(et)) return KIND_OF_ENTITY_TYPE.get(et);
   const ev = get('eventType');
   if (typeof ev === 'string' && EVENT_TYPES.has(ev)) return 'events';
   const ac = get('actionType');
@@ -110,6 +141,7 @@ export function detectKind(doc: unknown): KindSegment | undefined {
   }
   const c = get('content');
   if (c !== null && typeof c === 'object' && !Array.isArray(c) && Object.hasOwn(c, 'contentType')) return 'documents';
+  if (typeof et === 'string' && KIND_OF_ENTITY_TYPE.has(et)) return KIND_OF_ENTITY_TYPE.get(et);
   if (typeof ev === 'string') return 'events';
   if (typeof ac === 'string') return 'actions';
   return undefined;

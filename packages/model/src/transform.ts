@@ -17,11 +17,16 @@ import { MODEL, refName, schemaByName, type ModelSchema } from './model-data.js'
 
 export type AjvSchema = Record<string, unknown>;
 
-/** Discriminator dispatch: the branch for `refs[value of prop]`, or `default` when prop is absent. */
+/**
+ * Discriminator dispatch: the branch for `refs[value of prop]`, or `default` when prop is absent.
+ * `any` (merge patches only): when prop is absent, valid if any of these branches accepts; otherwise the
+ * errors of the branch with the fewest.
+ */
 export interface DispatchSpec {
   prop: string;
   refs: Record<string, string>;
   default?: string;
+  any?: string[];
 }
 
 const ROOT_ID = 'otm';
@@ -54,7 +59,7 @@ function isMetaOnly(s: ModelSchema): boolean {
 }
 
 /** Resolve a schema (following $ref and flattening allOf) into one object schema for merging. */
-function flattenParts(parts: ModelSchema[]): ModelSchema {
+export function flattenParts(parts: ModelSchema[]): ModelSchema {
   const props: Record<string, ModelSchema> = {};
   const required: string[] = [];
   for (const part of parts) {
@@ -133,9 +138,135 @@ function transform(s: ModelSchema, name: string): AjvSchema {
   return out;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Merge patches (RFC 7396)
+// ------------------------------------------------------------------------------------------------
+
+/** Def name suffix of the merge-patch variant of a model schema (`trip~patch`). */
+export const PATCH_SUFFIX = '~patch';
+/** Def of the `entity` member of updateEvent: the entity union as a patch that names its target. */
+export const UPDATE_ENTITY_DEF = 'entity~update';
+/** Members that identify an entity: never removable (null) in a patch. */
+const NOT_NULLABLE = new Set(['id', 'entityType', 'actionType', 'eventType']);
+
+/** Name of the event sub-schema `updateEvent` (from the event discriminator). */
+export function updateEventSchema(): string {
+  const m = schemaByName('event').discriminator?.mapping?.updateEvent;
+  if (!m) throw new Error('model has no updateEvent');
+  return refName(m);
+}
+
+/** The schema name when `m` is only a reference (possibly wrapped in allOf with metadata-only parts). */
+export function singleRef(m: ModelSchema): string | undefined {
+  if (m.$ref) return refName(m.$ref);
+  if (m.allOf && !m.properties && !m.oneOf) {
+    const parts = m.allOf.filter((p) => !isMetaOnly(p));
+    const only = parts[0];
+    if (parts.length === 1 && only?.$ref && Object.keys(only).length === 1) return refName(only.$ref);
+  }
+  return undefined;
+}
+
+function isStructured(s: ModelSchema): boolean {
+  const r = singleRef(s);
+  if (r !== undefined) return r !== UNRESTRICTED && isStructured(schemaByName(r));
+  return s.oneOf !== undefined || s.allOf !== undefined || s.type === 'object' || s.properties !== undefined;
+}
+
+function addNull(node: AjvSchema): AjvSchema {
+  if (Array.isArray(node.enum)) node.enum = [...(node.enum as unknown[]), null];
+  if (node.const !== undefined) {
+    node.enum = [node.const, null];
+    delete node.const;
+  }
+  if (typeof node.type === 'string') node.type = [node.type, 'null'];
+  else if (Array.isArray(node.type) && !node.type.includes('null')) node.type = [...(node.type as string[]), 'null'];
+  return node;
+}
+
+/**
+ * Builds the merge-patch variants: an object is partial (nothing required), every member but `id`,
+ * `entityType`, `actionType`, `eventType` may be null (= remove), nested objects reached through members
+ * are patches too (RFC 7396 merges them), array items are whole values (validated as usual). A
+ * discriminated union dispatches on its discriminator when present; without it the patch must fit at
+ * least one branch.
+ */
+class PatchDefs {
+  constructor(private readonly defs: Record<string, AjvSchema>) {}
+
+  /** Def name holding model schema `name` in patch mode (the usual def for scalars and arrays). */
+  ref(name: string): string {
+    const s = schemaByName(name);
+    if (name === UNRESTRICTED || !isStructured(s)) return name;
+    const pn = name + PATCH_SUFFIX;
+    if (!Object.hasOwn(this.defs, pn)) {
+      this.defs[pn] = {}; // placeholder: the schemas are recursive
+      this.defs[pn] = this.node(s, displayName(name));
+    }
+    return pn;
+  }
+
+  node(s: ModelSchema, name: string, anyWhenAbsent = true): AjvSchema {
+    const r = singleRef(s);
+    if (r !== undefined) return { $ref: defRef(this.ref(r)) };
+    if (s.oneOf) {
+      if (!s.discriminator) throw new Error(`${name}: oneOf without discriminator`);
+      const p = s.discriminator.propertyName;
+      const mapping = s.discriminator.mapping ?? {};
+      const refs: Record<string, string> = {};
+      for (const [v, ref] of Object.entries(mapping)) refs[v] = defRef(this.ref(refName(ref)));
+      const dispatch: DispatchSpec = { prop: p, refs };
+      if (anyWhenAbsent) {
+        dispatch.any = s.oneOf.map((b) => {
+          if (!b.$ref) throw new Error(`${name}: inline oneOf branch`);
+          return defRef(this.ref(refName(b.$ref)));
+        });
+      }
+      return { type: 'object', otmName: name, otmDiscriminator: p, properties: { [p]: { enum: Object.keys(mapping) } }, otmDispatch: dispatch };
+    }
+    if (s.allOf) return this.node(flattenParts(s.allOf.filter((p) => !isMetaOnly(p))), name);
+    const out: AjvSchema = { type: 'object', otmName: name };
+    const props = Object.entries(s.properties ?? {});
+    if (props.length) {
+      const tp: Record<string, AjvSchema> = {};
+      for (const [k, v] of props) tp[k] = this.member(v, `${name}.${k}`, !NOT_NULLABLE.has(k));
+      out.properties = tp;
+    }
+    const ap = s.additionalProperties;
+    if (ap !== undefined && typeof ap === 'object') {
+      if (!(ap.$ref && refName(ap.$ref) === UNRESTRICTED)) out.additionalProperties = this.member(ap, `${name}{}`, true);
+    } else if (ap === false || (ap === undefined && props.length > 0)) {
+      out.additionalProperties = false;
+    }
+    return out;
+  }
+
+  member(m: ModelSchema, name: string, nullable: boolean): AjvSchema {
+    const r = singleRef(m);
+    if (r !== undefined) {
+      if (r === UNRESTRICTED) return {};
+      const ref = defRef(this.ref(r));
+      return nullable ? { otmOrNull: ref } : { $ref: ref };
+    }
+    const node = isStructured(m) ? this.node(m, name) : transform(m, name);
+    return nullable ? addNull(node) : node;
+  }
+}
+
 /** The whole model as one ajv schema document with `$id: "otm"` and the schemas under `$defs`. */
 export function buildAjvRoot(): AjvSchema {
   const defs: Record<string, AjvSchema> = {};
   for (const [name, s] of Object.entries(MODEL.schemas)) defs[name] = transform(s, displayName(name));
+  const patch = new PatchDefs(defs);
+  for (const k of Object.values(MODEL.kinds)) patch.ref(k.schema);
+  // updateEvent.entity carries only changed data: the entity union as a patch, with id and entityType required
+  const upd = updateEventSchema();
+  const entity = schemaByName(upd).properties?.entity;
+  const target = entity ? singleRef(entity) : undefined;
+  if (!target) throw new Error(`${upd}.entity is not a reference`);
+  const node = patch.node(schemaByName(target), displayName(target), false);
+  node.required = ['entityType', 'id'];
+  defs[UPDATE_ENTITY_DEF] = node;
+  ((defs[upd] as AjvSchema).properties as Record<string, AjvSchema>).entity = { $ref: defRef(UPDATE_ENTITY_DEF) };
   return { $id: ROOT_ID, $defs: defs };
 }

@@ -69,13 +69,47 @@ function makeAjv(allErrors: boolean): Ajv {
       const validate: DataValidateFunction = (data: unknown, cxt?: DataValidationCxt): boolean => {
         if (data === null || typeof data !== 'object' || Array.isArray(data)) return true; // `type` reports it
         let ref: string | undefined;
-        if (!Object.hasOwn(data, spec.prop)) ref = spec.default;
+        if (!Object.hasOwn(data, spec.prop)) {
+          if (spec.any) {
+            // merge patch without discriminator: it must fit one branch; else the errors of the closest one
+            let best: ErrorObject[] | undefined;
+            for (const r of spec.any) {
+              const fn = branch(r);
+              if (fn(data, cxt)) return true;
+              const errs = fn.errors ?? [];
+              if (!best || errs.length < best.length) best = errs;
+            }
+            validate.errors = best ?? [];
+            return false;
+          }
+          ref = spec.default;
+        }
         else {
           const tag = (data as Record<string, unknown>)[spec.prop];
           if (typeof tag === 'string' && Object.hasOwn(spec.refs, tag)) ref = spec.refs[tag];
         }
         if (ref === undefined) return true; // `required` / `enum` of the discriminator report it
         const fn = branch(ref);
+        if (fn(data, cxt)) return true;
+        validate.errors = fn.errors ?? [];
+        return false;
+      };
+      return validate;
+    },
+  });
+  ajv.addKeyword({
+    // merge patches: null (remove the member) or a value valid against the referenced schema
+    keyword: 'otmOrNull',
+    schemaType: 'string',
+    errors: true,
+    compile(ref: string): DataValidateFunction {
+      let fn: ValidateFunction | undefined;
+      const validate: DataValidateFunction = (data: unknown, cxt?: DataValidationCxt): boolean => {
+        if (data === null) return true;
+        if (!fn) {
+          fn = ajv.getSchema(ref);
+          if (!fn) throw new Error(`schema ${ref} not found`);
+        }
         if (fn(data, cxt)) return true;
         validate.errors = fn.errors ?? [];
         return false;
@@ -188,7 +222,8 @@ function mapError(e: ErrorObject, doc: unknown): Mapped | undefined {
     }
     case 'enum':
     case 'const': {
-      const allowed = (e.keyword === 'enum' ? params.allowedValues : [params.allowedValue]) as unknown[];
+      // null (allowed in merge patches) is not listed: no model enum contains it
+      const allowed = ((e.keyword === 'enum' ? params.allowedValues : [params.allowedValue]) as unknown[]).filter((v) => v !== null);
       const message =
         allowed.length === 1
           ? `must be ${quote(allowed[0])}, got ${describe(value)}`
@@ -196,8 +231,8 @@ function mapError(e: ErrorObject, doc: unknown): Mapped | undefined {
       return { error: { type: 'invalidField', field: formatPath(segs), message }, segments: segs, present: true, rank: 1 };
     }
     case 'type': {
-      const t = String(params.type);
-      const want = t === 'object' ? 'a JSON object' : t === 'array' ? 'an array' : t === 'integer' ? 'an integer' : `a ${t}`;
+      const word = (t: string): string => (t === 'object' ? 'a JSON object' : t === 'array' ? 'an array' : t === 'integer' ? 'an integer' : t === 'null' ? 'null' : `a ${t}`);
+      const want = String(params.type).split(',').map(word).join(' or ');
       const message = `must be ${want}, got ${kindOf(value)}`;
       return { error: { type: 'invalidField', field: formatPath(segs), message }, segments: segs, present: true, rank: 2 };
     }

@@ -100,7 +100,7 @@ describe('valid documents', () => {
     startWaitingEvent: { geoReference: point },
     stopEngineEvent: { geoReference: point },
     stopMovingEvent: { geoReference: point },
-    updateEvent: { entity: { entityType: 'trip', status: 'completed' } },
+    updateEvent: { entity: { entityType: 'trip', id: UUID, status: 'completed' } },
     weighEvent: { weighingResult: { weighingType: 'tare', weight: { value: 7000, unit: 'kg' } } },
   };
   it('covers all 13 eventTypes', () => {
@@ -116,11 +116,11 @@ describe('valid documents', () => {
   }
 
   it('updateEvent entity may be any kind incl. the weigh action (missing from the model mapping)', () => {
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'weigh', lifecycle: 'realized', vehicle: ref('vehicle') } })).toEqual([]);
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'load', actionType: 'load', remark: 'x' } })).toEqual([]);
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'goods', type: 'items' } })).toEqual([]);
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'actor', type: 'company', coc: '1' } })).toEqual([]);
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'load', actionType: 'unload' } })).toEqual([
+    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'weigh', id: UUID, lifecycle: 'realized', vehicle: ref('vehicle') } })).toEqual([]);
+    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'load', id: UUID, actionType: 'load', remark: 'x' } })).toEqual([]);
+    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'goods', id: UUID, type: 'items' } })).toEqual([]);
+    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'actor', id: UUID, type: 'company', coc: '1' } })).toEqual([]);
+    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'load', id: UUID, actionType: 'unload' } })).toEqual([
       { type: 'invalidField', field: 'entity.actionType', message: "must be 'load', got \"unload\"" },
     ]);
   });
