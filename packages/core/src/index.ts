@@ -7,3 +7,5 @@ export * from './messages.js';
 export * from './ports.js';
 export * from './logger.js';
 export * from './merge-patch.js';
+export * from './metrics.js';
+export * from './semantics.js';

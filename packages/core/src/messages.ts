@@ -25,6 +25,11 @@ export interface PutMessage {
   readonly doc: Readonly<Record<string, unknown>>;
   /** When the ingress accepted the change (ms since the epoch). */
   readonly acceptedAt: number;
+  /**
+   * Set on the copy of a telemetry event sent to the entity worker only to keep the entities it
+   * holds inline; the event itself is kept by the telemetry worker.
+   */
+  readonly inlineOnly?: boolean;
 }
 
 export interface DeleteMessage {

@@ -26,6 +26,17 @@ export interface Subscription {
   close(): Promise<void>;
 }
 
+/**
+ * What decides which of two versions of an entity is newer: its `lastModified` (else its
+ * `creationDate`, else 0), then the time the ingress accepted it.
+ */
+export interface VersionStamp {
+  /** `lastModified`, else `creationDate`, as ms since the epoch; 0 when neither is given. */
+  readonly modified: number;
+  /** When the ingress accepted the change that wrote this version (ms since the epoch). */
+  readonly acceptedAt: number;
+}
+
 /** One stored version of a document: an entity, or one lifecycle of an action or event. */
 export interface StoredDocument {
   readonly kind: KindSegment;
@@ -36,6 +47,41 @@ export interface StoredDocument {
   readonly json: string;
   /** The same document as a value, for adapters that index its fields (not kept by them). */
   readonly value?: Readonly<Record<string, unknown>>;
+  /** Present on versions read from or written to the entity store. */
+  readonly stamp?: VersionStamp;
+}
+
+/** An entity that holds another inline (at any depth), so that changes to the other reach it. */
+export interface HolderRef {
+  readonly kind: KindSegment;
+  readonly key: string;
+  readonly lifecycleRank: number;
+}
+
+/** A change waiting for the entity it targets (an update or association event that came first). */
+export interface PendingEffect {
+  /** Order of application: the ingress acceptance time, then the event's key. */
+  readonly acceptedAt: number;
+  readonly eventKey: string;
+  /** The event document. */
+  readonly event: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * A unit of work on the entity store: reads see the unit's own earlier writes; all writes are
+ * committed together, durably, when the unit's function resolves (and not at all if it throws).
+ */
+export interface EntityTx {
+  get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined>;
+  put(tenant: string, doc: StoredDocument & { readonly stamp: VersionStamp }): void;
+  /** Removes every lifecycle version of the entity. */
+  delete(tenant: string, kind: KindSegment, key: string): void;
+  holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]>;
+  addHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void;
+  removeHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void;
+  pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]>;
+  addPending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void;
+  removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void;
 }
 
 export type DocumentWrite =
@@ -49,8 +95,8 @@ export interface DocumentReader {
 
 /** Static entities, update and association events, actions (every version by lifecycle). */
 export interface EntityStore extends DocumentReader {
-  /** Applies the writes in order; resolves when they are durable. */
-  write(writes: readonly DocumentWrite[]): Promise<void>;
+  /** Runs `work` as one unit (see EntityTx); resolves with its result once the writes are durable. */
+  unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T>;
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

@@ -1,36 +1,250 @@
 /**
  * Embedded, durable storage on LMDB (the `lmdb` package: a memory-mapped B+tree with
  * copy-on-write transactions; its binary ships inside an npm package, so nothing compiles at
- * install). One environment under `<dataDir>/store` holds two databases: `entities` (entity
- * store) and `telemetry` (event store). A write resolves only after its transaction is committed
- * and flushed to disk, so an acknowledged write survives `kill -9` and power loss. Concurrent
- * writes are batched into one transaction, which is what makes durable writes fast.
+ * install). One environment under `<dataDir>/store` holds the databases:
  *
- * Keys: `tenant \0 kind \0 key \0 rank` where rank is the lifecycle rank (0-5); all versions of
- * one document are adjacent, and the latest lifecycle is the last of them.
+ * - `entities`: every version of every entity, key `tenant|kind|key|rank` (rank = the
+ *   lifecycle rank 0-5, so all versions of one entity are adjacent and the latest is the last);
+ *   value `modified acceptedAt \n json` (the version stamp, then the document as answered);
+ * - `holders`: `tenant|childKind|childKey|holderKind|holderKey|rank`, which entities
+ *   hold another inline;
+ * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
+ * - `telemetry`: the event store, key `tenant|events|key|rank`, value the JSON.
+ *
+ * A write resolves only after its transaction is committed and flushed to disk, so an
+ * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
-import type { DocumentWrite, EntityStore, EventStore, StoredDocument } from '@otm/core';
+import type {
+  DocumentWrite,
+  EntityStore,
+  EntityTx,
+  EventStore,
+  HolderRef,
+  PendingEffect,
+  StoredDocument,
+  VersionStamp,
+} from '@otm/core';
 
-const SEP = '\u0000';
+// ordered-binary (lmdb's key encoding) turns NUL in a string key into an array separator, so the
+// separator is '|': tenants, kinds, UUIDs and ranks never contain it, and '~' sorts after them all.
+const SEP = '|';
+const END = '~';
 const prefixOf = (tenant: string, kind: string, key: string) => `${tenant}${SEP}${kind}${SEP}${key}${SEP}`;
+const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 
-class LmdbDocuments implements EntityStore, EventStore {
-  constructor(
-    private readonly root: RootDatabase,
-    private readonly db: Database<string, string>,
-  ) {}
+type Str = Database<string, string>;
+
+function decodeEntity(kind: KindSegment, key: string, lifecycleRank: number, raw: string): StoredDocument {
+  const nl = raw.indexOf('\n');
+  const [modified, acceptedAt] = raw.slice(0, nl).split(' ').map(Number) as [number, number];
+  return { kind, key, lifecycleRank, json: raw.slice(nl + 1), stamp: { modified, acceptedAt } };
+}
+const encodeEntity = (json: string, stamp: VersionStamp) => `${stamp.modified} ${stamp.acceptedAt}\n${json}`;
+
+/** The versions of one entity, by rank, as stored. */
+function readVersions(db: Str, tenant: string, kind: KindSegment, key: string): Map<number, string> {
+  const prefix = prefixOf(tenant, kind, key);
+  const out = new Map<number, string>();
+  for (const { key: k, value } of db.getRange({ start: prefix, end: prefix + '9' })) {
+    out.set(Number((k as string).slice(prefix.length)), value);
+  }
+  return out;
+}
+
+type Op =
+  | { t: 'put'; tenant: string; doc: StoredDocument & { stamp: VersionStamp } }
+  | { t: 'delete'; tenant: string; kind: KindSegment; key: string }
+  | { t: 'holder+' | 'holder-'; k: string }
+  | { t: 'pending+'; k: string; v: string }
+  | { t: 'pending-'; k: string };
+
+interface Overlay {
+  deleted: boolean;
+  versions: Map<number, StoredDocument>;
+}
+
+/** A unit of work: reads through an overlay of its own writes, committed in one transaction. */
+class LmdbTx implements EntityTx {
+  readonly ops: Op[] = [];
+  private readonly overlay = new Map<string, Overlay>();
+  private readonly holderOverlay = new Map<string, Map<string, boolean>>();
+  private readonly pendingOverlay = new Map<string, Map<string, PendingEffect | null>>();
+
+  constructor(private readonly dbs: Dbs) {}
+
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    const o = this.overlay.get(prefixOf(tenant, kind, key));
+    const stored = o?.deleted ? new Map<number, string>() : readVersions(this.dbs.entities, tenant, kind, key);
+    const ranks = new Set<number>([...stored.keys(), ...(o?.versions.keys() ?? [])]);
+    const pick = lifecycleRank ?? Math.max(-1, ...ranks);
+    if (!ranks.has(pick)) return undefined;
+    const own = o?.versions.get(pick);
+    if (own) return own;
+    return decodeEntity(kind, key, pick, stored.get(pick)!);
+  }
+
+  put(tenant: string, doc: StoredDocument & { stamp: VersionStamp }): void {
+    const p = prefixOf(tenant, doc.kind, doc.key);
+    const o = this.overlay.get(p) ?? { deleted: false, versions: new Map() };
+    o.versions.set(doc.lifecycleRank, doc);
+    this.overlay.set(p, o);
+    this.ops.push({ t: 'put', tenant, doc });
+  }
+
+  delete(tenant: string, kind: KindSegment, key: string): void {
+    this.overlay.set(prefixOf(tenant, kind, key), { deleted: true, versions: new Map() });
+    this.ops.push({ t: 'delete', tenant, kind, key });
+  }
+
+  async holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]> {
+    const prefix = prefixOf(tenant, kind, key);
+    const seen = new Map<string, boolean>();
+    for (const k of this.dbs.holders.getKeys({ start: prefix, end: prefix + END })) seen.set((k as string).slice(prefix.length), true);
+    for (const [rest, present] of this.holderOverlay.get(prefix) ?? []) seen.set(rest, present);
+    const out: HolderRef[] = [];
+    for (const [rest, present] of seen) {
+      if (!present) continue;
+      const [hk, hkey, rank] = rest.split(SEP) as [KindSegment, string, string];
+      out.push({ kind: hk, key: hkey, lifecycleRank: Number(rank) });
+    }
+    return out;
+  }
+
+  private holderKey(tenant: string, child: { kind: KindSegment; key: string }, h: HolderRef) {
+    const prefix = prefixOf(tenant, child.kind, child.key);
+    const rest = `${h.kind}${SEP}${h.key}${SEP}${h.lifecycleRank}`;
+    const m = this.holderOverlay.get(prefix) ?? new Map<string, boolean>();
+    this.holderOverlay.set(prefix, m);
+    return { k: prefix + rest, rest, m };
+  }
+
+  addHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
+    const { k, rest, m } = this.holderKey(tenant, child, holder);
+    m.set(rest, true);
+    this.ops.push({ t: 'holder+', k });
+  }
+
+  removeHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
+    const { k, rest, m } = this.holderKey(tenant, child, holder);
+    m.set(rest, false);
+    this.ops.push({ t: 'holder-', k });
+  }
+
+  async pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]> {
+    const prefix = prefixOf(tenant, kind, key);
+    const all = new Map<string, PendingEffect | null>();
+    for (const { key: k, value } of this.dbs.pending.getRange({ start: prefix, end: prefix + END })) {
+      all.set(k as string, JSON.parse(value) as PendingEffect);
+    }
+    for (const [k, v] of this.pendingOverlay.get(prefix) ?? []) all.set(k, v);
+    return [...all.entries()]
+      .filter((e): e is [string, PendingEffect] => e[1] !== null)
+      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
+      .map((e) => e[1]);
+  }
+
+  private pendingKey(tenant: string, kind: KindSegment, key: string, e: PendingEffect) {
+    const prefix = prefixOf(tenant, kind, key);
+    const m = this.pendingOverlay.get(prefix) ?? new Map<string, PendingEffect | null>();
+    this.pendingOverlay.set(prefix, m);
+    return { k: `${prefix}${pad(e.acceptedAt)}${SEP}${e.eventKey}`, m };
+  }
+
+  addPending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
+    const { k, m } = this.pendingKey(tenant, kind, key, effect);
+    m.set(k, effect);
+    this.ops.push({ t: 'pending+', k, v: JSON.stringify(effect) });
+  }
+
+  removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
+    const { k, m } = this.pendingKey(tenant, kind, key, effect);
+    m.set(k, null);
+    this.ops.push({ t: 'pending-', k });
+  }
+}
+
+interface Dbs {
+  root: RootDatabase;
+  entities: Str;
+  holders: Str;
+  pending: Str;
+  telemetry: Str;
+}
+
+class LmdbEntityStore implements EntityStore {
+  constructor(private readonly dbs: Dbs) {}
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     const prefix = prefixOf(tenant, kind, key);
     if (lifecycleRank !== undefined) {
-      const json = this.db.get(prefix + lifecycleRank);
+      const raw = this.dbs.entities.get(prefix + lifecycleRank);
+      return raw === undefined ? undefined : decodeEntity(kind, key, lifecycleRank, raw);
+    }
+    for (const { key: k, value } of this.dbs.entities.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
+      return decodeEntity(kind, key, Number((k as string).slice(prefix.length)), value);
+    }
+    return undefined;
+  }
+
+  async unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
+    const tx = new LmdbTx(this.dbs);
+    const result = await work(tx);
+    if (tx.ops.length === 0) return result;
+    const { entities, holders, pending, root } = this.dbs;
+    await root.transaction(() => {
+      for (const op of tx.ops) {
+        switch (op.t) {
+          case 'put': {
+            const d = op.doc;
+            entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeEntity(d.json, d.stamp));
+            break;
+          }
+          case 'delete': {
+            const prefix = prefixOf(op.tenant, op.kind, op.key);
+            for (const k of entities.getKeys({ start: prefix, end: prefix + '9' })) entities.remove(k);
+            break;
+          }
+          case 'holder+':
+            holders.put(op.k, '1');
+            break;
+          case 'holder-':
+            holders.remove(op.k);
+            break;
+          case 'pending+':
+            pending.put(op.k, op.v);
+            break;
+          case 'pending-':
+            pending.remove(op.k);
+            break;
+        }
+      }
+    });
+    await root.flushed;
+    return result;
+  }
+
+  async ready(): Promise<boolean> {
+    return true;
+  }
+
+  async close(): Promise<void> {}
+}
+
+class LmdbEventStore implements EventStore {
+  constructor(private readonly dbs: Dbs) {}
+
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    const prefix = prefixOf(tenant, kind, key);
+    const db = this.dbs.telemetry;
+    if (lifecycleRank !== undefined) {
+      const json = db.get(prefix + lifecycleRank);
       return json === undefined ? undefined : { kind, key, lifecycleRank, json };
     }
-    for (const { key: k, value } of this.db.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
+    for (const { key: k, value } of db.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
       return { kind, key, lifecycleRank: Number((k as string).slice(prefix.length)), json: value };
     }
     return undefined;
@@ -38,18 +252,18 @@ class LmdbDocuments implements EntityStore, EventStore {
 
   async write(writes: readonly DocumentWrite[]): Promise<void> {
     if (writes.length === 0) return;
-    await this.db.transaction(() => {
+    const db = this.dbs.telemetry;
+    await this.dbs.root.transaction(() => {
       for (const w of writes) {
         if (w.op === 'put') {
-          const d = w.doc;
-          this.db.put(prefixOf(w.tenant, d.kind, d.key) + d.lifecycleRank, d.json);
+          db.put(prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank, w.doc.json);
         } else {
           const prefix = prefixOf(w.tenant, w.kind, w.key);
-          for (const k of this.db.getKeys({ start: prefix, end: prefix + '9' })) this.db.remove(k);
+          for (const k of db.getKeys({ start: prefix, end: prefix + '9' })) db.remove(k);
         }
       }
     });
-    await this.root.flushed;
+    await this.dbs.root.flushed;
   }
 
   async ready(): Promise<boolean> {
@@ -69,11 +283,11 @@ export function openEmbeddedStores(dataDir: string): EmbeddedStores {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true });
   const root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
-  const entities = new LmdbDocuments(root, root.openDB<string, string>({ name: 'entities', encoding: 'string' }));
-  const events = new LmdbDocuments(root, root.openDB<string, string>({ name: 'telemetry', encoding: 'string' }));
+  const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
+  const dbs: Dbs = { root, entities: db('entities'), holders: db('holders'), pending: db('pending'), telemetry: db('telemetry') };
   return {
-    entities,
-    events,
+    entities: new LmdbEntityStore(dbs),
+    events: new LmdbEventStore(dbs),
     close: async () => {
       await root.flushed;
       await root.close();

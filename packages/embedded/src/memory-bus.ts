@@ -58,8 +58,10 @@ interface Group {
 }
 
 export interface MemoryBusOptions {
-  /** Partitions per topic (default 8): the number of batches applied at once. */
+  /** Partitions per topic (default 8): the number of batches of a topic applied at once. */
   partitions?: number;
+  /** Partitions of particular topics, overriding `partitions`. */
+  topicPartitions?: Partial<Record<Topic, number>>;
   /** Most messages handed to a handler at once (default 500). */
   maxBatch?: number;
 }
@@ -77,11 +79,13 @@ function partitionOf(key: string, n: number): number {
 export class MemoryBus implements Bus {
   private readonly groups = new Map<Topic, Group[]>();
   private readonly partitions: number;
+  private readonly topicPartitions: Partial<Record<Topic, number>>;
   private readonly maxBatch: number;
   private closed = false;
 
   constructor(opts: MemoryBusOptions = {}) {
     this.partitions = opts.partitions ?? 8;
+    this.topicPartitions = opts.topicPartitions ?? {};
     this.maxBatch = opts.maxBatch ?? 500;
   }
 
@@ -91,8 +95,8 @@ export class MemoryBus implements Bus {
     for (const envelope of envelopes) {
       const groups = (this.groups.get(envelope.topic) ?? []).filter((g) => !g.closed);
       if (groups.length === 0) throw unavailable(`no worker is subscribed to ${envelope.topic}`);
-      const p = partitionOf(envelope.key, this.partitions);
       for (const g of groups) {
+        const p = partitionOf(envelope.key, g.partitions.length);
         done.push(new Promise<void>((resolve, reject) => g.partitions[p]!.push({ envelope, resolve, reject })));
       }
     }
@@ -104,7 +108,7 @@ export class MemoryBus implements Bus {
     if (list.some((g) => g.name === group && !g.closed)) throw new Error(`group ${group} already consumes ${topic}`);
     const g: Group = {
       name: group,
-      partitions: Array.from({ length: this.partitions }, () => new Partition(handler, this.maxBatch)),
+      partitions: Array.from({ length: this.topicPartitions[topic] ?? this.partitions }, () => new Partition(handler, this.maxBatch)),
       closed: false,
     };
     list.push(g);

@@ -19,24 +19,74 @@ afterEach(async () => {
 
 const put = (tenant: string, key: string, rank: number, json: string) =>
   ({ op: 'put', tenant, doc: { kind: 'actions', key, lifecycleRank: rank, json } }) as const;
+type W = ReturnType<typeof put> | { op: 'delete'; tenant: string; kind: 'actions'; key: string };
+/** Writes to the entity store through a unit of work. */
+const write = (s: EmbeddedStores, writes: W[]) =>
+  s.entities.unit(async (tx) => {
+    for (const w of writes) {
+      if (w.op === 'put') tx.put(w.tenant, { ...w.doc, stamp: { modified: 0, acceptedAt: 1 } });
+      else tx.delete(w.tenant, w.kind, w.key);
+    }
+  });
 
 describe('LMDB stores', () => {
   it('keeps every lifecycle version and returns the latest by default', async () => {
     const { s } = fresh();
-    await s.entities.write([put('t', 'k1', 2, '{"v":"planned"}'), put('t', 'k1', 5, '{"v":"realized"}'), put('t', 'k1', 0, '{"v":"none"}')]);
+    await write(s, [put('t', 'k1', 2, '{"v":"planned"}'), put('t', 'k1', 5, '{"v":"realized"}'), put('t', 'k1', 0, '{"v":"none"}')]);
     expect((await s.entities.get('t', 'actions', 'k1'))?.json).toBe('{"v":"realized"}');
     expect((await s.entities.get('t', 'actions', 'k1', 2))?.json).toBe('{"v":"planned"}');
     expect((await s.entities.get('t', 'actions', 'k1', 3))).toBeUndefined();
     expect((await s.entities.get('t', 'actions', 'k1'))?.lifecycleRank).toBe(5);
+    expect((await s.entities.get('t', 'actions', 'k1'))?.stamp).toEqual({ modified: 0, acceptedAt: 1 });
+  });
+
+  it('lets a unit read its own writes, and writes nothing when it throws', async () => {
+    const { s } = fresh();
+    await expect(
+      s.entities.unit(async (tx) => {
+        tx.put('t', { kind: 'trips', key: 'k', lifecycleRank: 0, json: '"x"', stamp: { modified: 0, acceptedAt: 1 } });
+        expect((await tx.get('t', 'trips', 'k'))?.json).toBe('"x"');
+        tx.delete('t', 'trips', 'k');
+        expect(await tx.get('t', 'trips', 'k')).toBeUndefined();
+        throw new Error('abandon');
+      }),
+    ).rejects.toThrow('abandon');
+    expect(await s.entities.get('t', 'trips', 'k')).toBeUndefined();
+  });
+
+  it('keeps holders and pending effects, in order, across units', async () => {
+    const { s } = fresh();
+    const child = { kind: 'vehicles', key: 'v' } as const;
+    const effect = (acceptedAt: number, eventKey: string) => ({ acceptedAt, eventKey, event: { n: eventKey } });
+    await s.entities.unit(async (tx) => {
+      tx.addHolder('t', child, { kind: 'trips', key: 'a', lifecycleRank: 0 });
+      tx.addHolder('t', child, { kind: 'actions', key: 'b', lifecycleRank: 2 });
+      tx.addPending('t', 'trips', 'x', effect(20, 'e2'));
+      tx.addPending('t', 'trips', 'x', effect(10, 'e1'));
+    });
+    await s.entities.unit(async (tx) => {
+      expect(await tx.holders('t', 'vehicles', 'v')).toEqual([
+        { kind: 'actions', key: 'b', lifecycleRank: 2 },
+        { kind: 'trips', key: 'a', lifecycleRank: 0 },
+      ]);
+      expect(await tx.holders('t2', 'vehicles', 'v')).toEqual([]);
+      expect((await tx.pending('t', 'trips', 'x')).map((e) => e.eventKey)).toEqual(['e1', 'e2']);
+      tx.removeHolder('t', child, { kind: 'trips', key: 'a', lifecycleRank: 0 });
+      tx.removePending('t', 'trips', 'x', effect(10, 'e1'));
+    });
+    await s.entities.unit(async (tx) => {
+      expect(await tx.holders('t', 'vehicles', 'v')).toEqual([{ kind: 'actions', key: 'b', lifecycleRank: 2 }]);
+      expect((await tx.pending('t', 'trips', 'x')).map((e) => e.eventKey)).toEqual(['e2']);
+    });
   });
 
   it('separates tenants, kinds and keys that share a prefix', async () => {
     const { s } = fresh();
-    await s.entities.write([put('t', 'k1', 0, '"a"'), put('t2', 'k1', 0, '"b"'), put('t', 'k10', 0, '"c"')]);
+    await write(s, [put('t', 'k1', 0, '"a"'), put('t2', 'k1', 0, '"b"'), put('t', 'k10', 0, '"c"')]);
     expect((await s.entities.get('t', 'actions', 'k1'))?.json).toBe('"a"');
     expect((await s.entities.get('t2', 'actions', 'k1'))?.json).toBe('"b"');
     expect(await s.entities.get('t', 'trips', 'k1')).toBeUndefined();
-    await s.entities.write([{ op: 'delete', tenant: 't', kind: 'actions', key: 'k1' }]);
+    await write(s, [{ op: 'delete', tenant: 't', kind: 'actions', key: 'k1' }]);
     expect(await s.entities.get('t', 'actions', 'k1')).toBeUndefined();
     expect((await s.entities.get('t', 'actions', 'k10'))?.json).toBe('"c"');
     expect((await s.entities.get('t2', 'actions', 'k1'))?.json).toBe('"b"');
@@ -44,15 +94,15 @@ describe('LMDB stores', () => {
 
   it('deletes every lifecycle version', async () => {
     const { s } = fresh();
-    await s.entities.write([put('t', 'k', 1, '1'), put('t', 'k', 4, '4')]);
-    await s.entities.write([{ op: 'delete', tenant: 't', kind: 'actions', key: 'k' }]);
+    await write(s, [put('t', 'k', 1, '1'), put('t', 'k', 4, '4')]);
+    await write(s, [{ op: 'delete', tenant: 't', kind: 'actions', key: 'k' }]);
     expect(await s.entities.get('t', 'actions', 'k')).toBeUndefined();
     expect(await s.entities.get('t', 'actions', 'k', 1)).toBeUndefined();
   });
 
   it('keeps the entity and event databases apart, and both across a reopen', async () => {
     const { s, dir } = fresh();
-    await s.entities.write([put('t', 'k', 0, '"entity"')]);
+    await write(s, [put('t', 'k', 0, '"entity"')]);
     await s.events.write([put('t', 'k', 0, '"event"')]);
     await s.close();
     opened.pop();

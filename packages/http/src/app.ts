@@ -3,7 +3,7 @@
  * 404/405/413/415 answers, /healthz and /readyz. The ingress and query services add their routes.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { OtmServiceError, TokenVerifier, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
+import { OtmServiceError, TokenVerifier, registry, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
 import { parseJsonBody } from './json-body.js';
 
 declare module 'fastify' {
@@ -138,6 +138,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  // Prometheus metrics of this process (no token: serve it on an internal network only).
+  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {
     let checks: Record<string, boolean>;
     try {

@@ -2,14 +2,18 @@
  * The ingress: checks a change, gives a new document its id, and publishes it to the bus. It
  * answers only after the bus has durably accepted the change.
  */
-import { validateEntity, type KindSegment, type OtmError } from '@otm/model';
+import { holdingMember, inlineEntities, validateEntity, type KindSegment, type OtmError } from '@otm/model';
 import {
   TOPICS,
+  applyUpdate,
+  associationPlan,
   invalidDocument,
   isTelemetry,
+  lifecycleRank,
   newId,
   notFound,
   storageKey,
+  updateTarget,
   type Bus,
   type DocumentReader,
   type Envelope,
@@ -47,11 +51,34 @@ export function telemetryKey(doc: Readonly<Record<string, unknown>>, key: string
   return id === undefined ? key : storageKey(id);
 }
 
-export function envelopeFor(message: PutMessage): Envelope {
+/**
+ * The bus messages of a put. Entity changes go to the entity topic keyed by the entity they
+ * change, so that changes to one entity are applied in the order they were accepted: an entity's
+ * own id; for an updateEvent, the entity it updates; for an association event, entity1.
+ * Telemetry goes to the telemetry topic keyed by vehicle or sensor; one that holds entities inline
+ * is also sent to the entity worker, which keeps those entities.
+ */
+export function envelopesFor(message: PutMessage, partitionKey: string = message.key): Envelope[] {
   if (isTelemetry(message.kind, message.doc)) {
-    return { topic: TOPICS.telemetry, key: telemetryKey(message.doc, message.key), message };
+    const out: Envelope[] = [{ topic: TOPICS.telemetry, key: telemetryKey(message.doc, message.key), message }];
+    if (inlineEntities(message.kind, message.doc).some((e) => typeof e.entity.id === 'string')) {
+      out.push({ topic: TOPICS.entities, key: message.key, message: { ...message, inlineOnly: true } });
+    }
+    return out;
   }
-  return { topic: TOPICS.entities, key: message.key, message };
+  return [{ topic: TOPICS.entities, key: partitionKey, message }];
+}
+
+const prefixed = (prefix: string, errors: OtmError[]): OtmError[] =>
+  errors.map((e) => (e.type === 'invalidJson' ? e : { ...e, field: e.field === '$' || e.field === '' ? prefix : `${prefix}.${e.field}` }));
+
+/** A stand-in document that selects the sub-kind named by a reference's entityType (e.g. 'load'). */
+function subKindStub(kind: KindSegment, entityType: unknown): Record<string, unknown> | undefined {
+  if (typeof entityType !== 'string') return undefined;
+  if (kind === 'actions') return { actionType: entityType };
+  if (kind === 'events') return { eventType: entityType.endsWith('Event') ? entityType : `${entityType}Event` };
+  if (kind === 'goods' && (entityType === 'items' || entityType === 'transportEquipment')) return { type: entityType };
+  return undefined;
 }
 
 export class Ingress {
@@ -73,10 +100,51 @@ export class Ingress {
     return { key: storageKey(withId.id as string), doc: withId };
   }
 
+  /**
+   * Checks what an update or association event would do, against the stored state: the entity an
+   * update leaves behind must be valid; an association must pair kinds that a member can hold.
+   * Returns the partition key (the entity changed). A target not stored yet is not an error: the
+   * effect waits for it.
+   */
+  private async checkEffect(tenant: string, doc: Readonly<Record<string, unknown>>, key: string): Promise<string> {
+    if (doc.eventType === 'updateEvent') {
+      const t = updateTarget(doc);
+      if ('type' in t) throw invalidDocument([t]);
+      const rank = t.patch.lifecycle === undefined ? undefined : lifecycleRank(t.patch.lifecycle);
+      const stored = await this.deps.readers.entities.get(tenant, t.kind, t.key, rank);
+      if (stored !== undefined) {
+        const { errors } = applyUpdate(t.kind, JSON.parse(stored.json) as Record<string, unknown>, t.patch);
+        if (errors.length > 0) throw invalidDocument(prefixed(t.path, errors));
+      }
+      return t.key;
+    }
+    if (doc.eventType === 'associationCreatedEvent' || doc.eventType === 'associationRemovedEvent') {
+      const plan = associationPlan(doc);
+      if ('type' in plan) throw invalidDocument([plan]);
+      const e1 = doc.entity1 as Record<string, unknown>;
+      // The sub-kind of entity1 decides its members: from the inline entity, the stored one, or the reference.
+      const stored = await this.deps.readers.entities.get(tenant, plan.kind1, plan.key1);
+      const doc1 =
+        e1.associationType === 'inline'
+          ? e1.entity
+          : stored !== undefined
+            ? JSON.parse(stored.json)
+            : subKindStub(plan.kind1, e1.entityType);
+      if (holdingMember(plan.kind1, doc1, plan.kind2) === undefined) {
+        throw invalidDocument([
+          { type: 'invalidField', field: 'entity2', message: `no member of ${plan.kind1} can hold ${plan.kind2}: these two cannot be associated` },
+        ]);
+      }
+      return plan.key1;
+    }
+    return key;
+  }
+
   async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
     const accepted = this.check(kind, body);
+    const partitionKey = kind === 'events' ? await this.checkEffect(tenant, accepted.doc, accepted.key) : accepted.key;
     const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
-    await this.deps.bus.publish([envelopeFor(message)]);
+    await this.deps.bus.publish(envelopesFor(message, partitionKey));
     return accepted;
   }
 

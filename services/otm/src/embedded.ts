@@ -25,7 +25,9 @@ export async function createEmbeddedService(
 ): Promise<EmbeddedService> {
   precompile(); // compile every validator now, not on the first request
   const stores = openEmbeddedStores(config.dataDir);
-  const bus = new MemoryBus();
+  // One partition for entity changes: the entity worker applies one batch at a time, each in one
+  // transaction, so the semantics never race; telemetry is spread over eight.
+  const bus = new MemoryBus({ topicPartitions: { [TOPICS.entities]: 1, [TOPICS.telemetry]: 8 } });
   const subscriptions = [
     await bus.subscribe(TOPICS.entities, 'entity-worker', entityWorker(stores.entities, { logger })),
     await bus.subscribe(TOPICS.telemetry, 'telemetry-worker', telemetryWorker(stores.events, { logger })),

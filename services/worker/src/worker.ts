@@ -1,11 +1,15 @@
 /**
- * Workers turn bus messages into store writes. The entity worker applies entity changes to the
- * entity store; the telemetry worker writes telemetry events to the event store. A batch is
- * acknowledged (its offsets committed) only after the store resolved the write, so a crash
- * replays it; the writes are idempotent (a document is stored under its tenant, kind, key and
- * lifecycle), so a replay is harmless.
+ * Workers turn bus messages into store writes. The entity worker applies entity changes with the
+ * model's semantics (semantics.ts in @otm/core) to the entity store, one unit of work per batch;
+ * the telemetry worker writes telemetry events to the event store. A batch is acknowledged (its
+ * offsets committed) only after the store made it durable, so a crash replays it; replays are
+ * harmless: every write is keyed by tenant, kind, id and lifecycle, and an effect applied twice
+ * in the same order gives the same state.
  */
 import {
+  appliedMessages,
+  applyChanges,
+  batchSeconds,
   lifecycleRank,
   type DocumentWrite,
   type Envelope,
@@ -30,14 +34,18 @@ export interface WorkerDeps {
 
 export function entityWorker(store: EntityStore, deps: WorkerDeps) {
   return async (batch: readonly Envelope[]): Promise<void> => {
-    await store.write(batch.map(toWrite));
-    deps.logger.debug({ count: batch.length }, 'entity batch applied');
+    const end = batchSeconds.startTimer({ topic: 'entities' });
+    await store.unit((tx) => applyChanges(tx, batch, deps));
+    end();
+    appliedMessages.inc({ topic: 'entities' }, batch.length);
   };
 }
 
-export function telemetryWorker(store: EventStore, deps: WorkerDeps) {
+export function telemetryWorker(store: EventStore, _deps: WorkerDeps) {
   return async (batch: readonly Envelope[]): Promise<void> => {
+    const end = batchSeconds.startTimer({ topic: 'telemetry' });
     await store.write(batch.map(toWrite));
-    deps.logger.debug({ count: batch.length }, 'telemetry batch applied');
+    end();
+    appliedMessages.inc({ topic: 'telemetry' }, batch.length);
   };
 }

@@ -1,0 +1,36 @@
+/** Prometheus metrics of a process (prom-client), served at GET /metrics. */
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+/** Update and association effects that could not be applied (the reason is also logged). */
+export const droppedEffects = new Counter({
+  name: 'otm_dropped_effects_total',
+  help: 'Update and association effects dropped because they could not be applied',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+/** Effects kept until the entity they target arrives. */
+export const pendingEffects = new Counter({
+  name: 'otm_pending_effects_total',
+  help: 'Update and association events kept until their target arrives',
+  registers: [registry],
+});
+
+/** Messages applied by workers, by topic. */
+export const appliedMessages = new Counter({
+  name: 'otm_applied_messages_total',
+  help: 'Bus messages applied to the stores',
+  labelNames: ['topic'] as const,
+  registers: [registry],
+});
+
+export const batchSeconds = new Histogram({
+  name: 'otm_worker_batch_seconds',
+  help: 'Time to apply one batch of bus messages, store commit included',
+  labelNames: ['topic'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  registers: [registry],
+});

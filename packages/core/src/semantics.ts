@@ -1,0 +1,307 @@
+/**
+ * The model's semantics, applied by the entity worker inside one unit of work per batch, the same
+ * in both deployments:
+ *
+ * - every inline entity that has an `id` is also kept as an entity of its own kind; when the same
+ *   entity arrives inline in several documents the newer one wins: the later `lastModified` (else
+ *   `creationDate`), then the later acceptance by the ingress. A PUT of an entity itself always
+ *   replaces it. Inline entities without an `id` are kept only inside their parent;
+ * - an entity that holds another inline shows that other's current version: when an entity
+ *   changes, the copies inside the entities that hold it (at any depth) are replaced too;
+ * - `updateEvent` merges its patch (JSON Merge Patch, RFC 7396) into the entity it names; the
+ *   result must be a valid entity of its kind;
+ * - `associationCreatedEvent` puts entity2 into the member of entity1 that can hold its kind (sets
+ *   a single association, adds once to an array); `associationRemovedEvent` takes it out;
+ * - an update or association whose target is not known yet is kept and applied when the target
+ *   arrives; one that cannot be applied then is dropped, logged and counted;
+ * - actions and events are kept per lifecycle (see lifecycle.ts).
+ */
+import {
+  associationTarget,
+  holdingMember,
+  inlineEntities,
+  kindOfEntityType,
+  validateEntity,
+  type KindSegment,
+  type OtmError,
+} from '@otm/model';
+import type { Logger } from 'pino';
+import { storageKey } from './ids.js';
+import { lifecycleRank } from './lifecycle.js';
+import { mergePatch } from './merge-patch.js';
+import type { ChangeMessage, Envelope } from './messages.js';
+import { droppedEffects, pendingEffects } from './metrics.js';
+import type { EntityTx, PendingEffect, VersionStamp } from './ports.js';
+
+type Doc = Record<string, unknown>;
+const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither is usable. */
+export function modifiedOf(doc: Readonly<Doc>): number {
+  const t = Date.parse(String(doc.lastModified ?? doc.creationDate ?? ''));
+  return Number.isFinite(t) ? t : 0;
+}
+
+/** Whether version `a` is strictly newer than `b`. */
+export const isNewer = (a: VersionStamp, b: VersionStamp): boolean =>
+  a.modified > b.modified || (a.modified === b.modified && a.acceptedAt > b.acceptedAt);
+
+export interface UpdateTarget {
+  readonly kind: KindSegment;
+  readonly key: string;
+  /** The merge patch: the target's members that change (`null` removes one). */
+  readonly patch: Doc;
+  /** Where the patch sits in the event, for error paths. */
+  readonly path: string;
+}
+
+/**
+ * The entity an updateEvent changes and the patch. Its `entity` member is the (partial) entity
+ * itself, or an inline association holding it; either way it names the target by `id` and
+ * `entityType`.
+ */
+export function updateTarget(event: Readonly<Doc>): UpdateTarget | OtmError {
+  let patch = event.entity;
+  let path = 'entity';
+  if (isObject(patch) && patch.associationType === 'inline' && isObject(patch.entity)) {
+    patch = patch.entity;
+    path = 'entity.entity';
+  }
+  if (!isObject(patch)) return { type: 'missingField', field: path, message: 'an updateEvent needs the entity it changes' };
+  const kind = typeof patch.entityType === 'string' ? kindOfEntityType(patch.entityType) : undefined;
+  if (kind === undefined) {
+    return { type: 'missingField', field: `${path}.entityType`, message: 'an updateEvent must name the entityType of the entity it changes' };
+  }
+  if (typeof patch.id !== 'string' || patch.id === '') {
+    return { type: 'missingField', field: `${path}.id`, message: 'an updateEvent must name the id of the entity it changes' };
+  }
+  return { kind, key: storageKey(patch.id), patch, path };
+}
+
+/** Applies `patch` to `target` and checks the result against the target's kind. */
+export function applyUpdate(kind: KindSegment, target: Readonly<Doc>, patch: Readonly<Doc>): { doc: Doc; errors: OtmError[] } {
+  const doc = mergePatch(target, patch) as Doc;
+  return { doc, errors: validateEntity(kind, doc) };
+}
+
+export interface AssociationPlan {
+  readonly kind1: KindSegment;
+  readonly key1: string;
+  readonly kind2: KindSegment;
+  /** entity2's id, when it has one. */
+  readonly id2: string | undefined;
+}
+
+/** entity1's and entity2's kinds and ids of an association event. */
+export function associationPlan(event: Readonly<Doc>): AssociationPlan | OtmError {
+  const t1 = associationTarget(event.entity1);
+  if (t1?.kind === undefined) return { type: 'invalidField', field: 'entity1', message: 'cannot tell the kind of entity1: give its entityType' };
+  if (t1.id === undefined || t1.id === '') {
+    return { type: 'invalidField', field: 'entity1', message: 'entity1 must name one entity: an inline entity with an id, or a reference with a uuid' };
+  }
+  const t2 = associationTarget(event.entity2);
+  if (t2?.kind === undefined) return { type: 'invalidField', field: 'entity2', message: 'cannot tell the kind of entity2: give its entityType' };
+  return { kind1: t1.kind, key1: storageKey(t1.id), kind2: t2.kind, id2: t2.id };
+}
+
+const sameTarget = (assoc: unknown, id2: string | undefined, whole: unknown): boolean => {
+  if (id2 === undefined) return JSON.stringify(assoc) === JSON.stringify(whole);
+  const t = associationTarget(assoc);
+  return t?.id !== undefined && storageKey(t.id) === storageKey(id2);
+};
+
+/** entity1's document with entity2 coupled (created) or uncoupled (removed); undefined if no member can hold it. */
+export function applyAssociation(
+  kind1: KindSegment,
+  doc1: Readonly<Doc>,
+  plan: AssociationPlan,
+  entity2: unknown,
+  created: boolean,
+): Doc | undefined {
+  const holding = holdingMember(kind1, doc1, plan.kind2);
+  if (holding === undefined) return undefined;
+  const out: Doc = { ...doc1 };
+  const current = out[holding.member];
+  if (!holding.many) {
+    if (created) out[holding.member] = entity2;
+    else if (current !== undefined && sameTarget(current, plan.id2, entity2)) delete out[holding.member];
+    return out;
+  }
+  const list = Array.isArray(current) ? current : [];
+  if (created) {
+    out[holding.member] = list.some((a) => sameTarget(a, plan.id2, entity2)) ? list : [...list, entity2];
+  } else {
+    const kept = list.filter((a) => !sameTarget(a, plan.id2, entity2));
+    if (kept.length > 0) out[holding.member] = kept;
+    else delete out[holding.member];
+  }
+  return out;
+}
+
+const ASSOCIATION_EVENTS: Record<string, boolean> = { associationCreatedEvent: true, associationRemovedEvent: false };
+
+export interface ApplyDeps {
+  readonly logger: Logger;
+}
+
+/** Applies a batch of entity changes, in order, within one unit of work. */
+export async function applyChanges(tx: EntityTx, batch: readonly Envelope[], deps: ApplyDeps): Promise<void> {
+  const engine = new Engine(tx, deps);
+  for (const e of batch) await engine.apply(e.message);
+}
+
+class Engine {
+  constructor(
+    private readonly tx: EntityTx,
+    private readonly deps: ApplyDeps,
+  ) {}
+
+  async apply(m: ChangeMessage): Promise<void> {
+    if (m.op === 'delete') {
+      this.tx.delete(m.tenant, m.kind, m.key);
+      return;
+    }
+    const doc = await this.withNewerCopies(m.tenant, m.kind, m.doc as Doc, m.acceptedAt);
+    if (!m.inlineOnly) {
+      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true);
+    }
+    await this.storeInline(m.tenant, m.kind, doc, m.acceptedAt);
+    if (m.kind === 'events' && !m.inlineOnly) await this.effect(m.tenant, doc, m.acceptedAt, m.key);
+  }
+
+  /**
+   * Writes one version; `authoritative` (a PUT of the entity itself, or an applied effect) always
+   * replaces, an inline copy only when newer. Then updates the copies held by other entities and
+   * applies effects that were waiting for this entity.
+   */
+  private async store(tenant: string, kind: KindSegment, key: string, doc: Doc, stamp: VersionStamp, authoritative: boolean): Promise<boolean> {
+    const rank = lifecycleRank(doc.lifecycle);
+    const existing = await this.tx.get(tenant, kind, key, rank);
+    const json = JSON.stringify(doc);
+    if (existing !== undefined) {
+      if (existing.json === json) return false;
+      if (!authoritative && existing.stamp && isNewer(existing.stamp, stamp)) return false;
+    }
+    this.tx.put(tenant, { kind, key, lifecycleRank: rank, json, stamp });
+    const self = { kind, key, lifecycleRank: rank };
+    for (const child of inlineEntities(kind, doc)) {
+      if (typeof child.entity.id === 'string' && child.entity.id !== '') {
+        this.tx.addHolder(tenant, { kind: child.kind, key: storageKey(child.entity.id) }, self);
+      }
+    }
+    await this.propagate(tenant, kind, key, rank, doc, json);
+    await this.applyPending(tenant, kind, key);
+    return true;
+  }
+
+  /**
+   * `doc` with each inline entity for which a newer version is stored replaced by that version
+   * (the newer one wins also inside the document that brought the older copy). `doc` itself is
+   * not changed; a copy is made when something is replaced.
+   */
+  private async withNewerCopies(tenant: string, kind: KindSegment, doc: Doc, acceptedAt: number): Promise<Doc> {
+    const replacements: Array<{ path: ReadonlyArray<string | number>; value: Doc }> = [];
+    for (const child of inlineEntities(kind, doc)) {
+      const id = child.entity.id;
+      if (typeof id !== 'string' || id === '') continue;
+      // A child inside one already replaced comes with its replacement.
+      if (replacements.some((r) => r.path.length < child.path.length && r.path.every((p, i) => child.path[i] === p))) continue;
+      const stored = await this.tx.get(tenant, child.kind, storageKey(id), lifecycleRank(child.entity.lifecycle));
+      if (stored?.stamp && isNewer(stored.stamp, { modified: modifiedOf(child.entity), acceptedAt })) {
+        replacements.push({ path: child.path, value: JSON.parse(stored.json) as Doc });
+      }
+    }
+    if (replacements.length === 0) return doc;
+    const copy = JSON.parse(JSON.stringify(doc)) as Doc;
+    for (const r of replacements) replaceAt(copy, r.path, r.value);
+    return copy;
+  }
+
+  /** Stores the inline entities (with an id) of `doc`, each if newer than the stored one. */
+  private async storeInline(tenant: string, kind: KindSegment, doc: Doc, acceptedAt: number): Promise<void> {
+    for (const child of inlineEntities(kind, doc)) {
+      const id = child.entity.id;
+      if (typeof id !== 'string' || id === '') continue;
+      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false);
+    }
+  }
+
+  /** Replaces the copies of an entity held inline by other entities with its new version. */
+  private async propagate(tenant: string, kind: KindSegment, key: string, rank: number, doc: Doc, json: string): Promise<void> {
+    for (const h of await this.tx.holders(tenant, kind, key)) {
+      const held = await this.tx.get(tenant, h.kind, h.key, h.lifecycleRank);
+      if (held === undefined) {
+        this.tx.removeHolder(tenant, { kind, key }, h);
+        continue;
+      }
+      const holder = JSON.parse(held.json) as Doc;
+      let found = false;
+      let changed = false;
+      for (const copy of inlineEntities(h.kind, holder)) {
+        if (copy.kind !== kind || typeof copy.entity.id !== 'string' || storageKey(copy.entity.id) !== key) continue;
+        if (lifecycleRank(copy.entity.lifecycle) !== rank) continue;
+        found = true;
+        if (JSON.stringify(copy.entity) === json) continue;
+        replaceAt(holder, copy.path, doc);
+        changed = true;
+      }
+      if (!found) this.tx.removeHolder(tenant, { kind, key }, h);
+      if (changed) this.tx.put(tenant, { kind: h.kind, key: h.key, lifecycleRank: h.lifecycleRank, json: JSON.stringify(holder), stamp: held.stamp ?? { modified: 0, acceptedAt: 0 } });
+    }
+  }
+
+  private async applyPending(tenant: string, kind: KindSegment, key: string): Promise<void> {
+    const waiting = await this.tx.pending(tenant, kind, key);
+    for (const p of waiting) {
+      this.tx.removePending(tenant, kind, key, p);
+      await this.effect(tenant, p.event as Doc, p.acceptedAt, p.eventKey);
+    }
+  }
+
+  private drop(reason: string, event: Doc, detail: unknown): void {
+    droppedEffects.inc({ reason });
+    this.deps.logger.warn({ reason, eventId: event.id, eventType: event.eventType, detail }, 'effect dropped');
+  }
+
+  private wait(tenant: string, kind: KindSegment, key: string, event: Doc, acceptedAt: number, eventKey: string): void {
+    const effect: PendingEffect = { acceptedAt, eventKey, event };
+    pendingEffects.inc();
+    this.tx.addPending(tenant, kind, key, effect);
+  }
+
+  /** Applies an update or association event to its target, or keeps it until the target arrives. */
+  private async effect(tenant: string, event: Doc, acceptedAt: number, eventKey: string): Promise<void> {
+    if (event.eventType === 'updateEvent') {
+      const t = updateTarget(event);
+      if ('type' in t) return this.drop('badTarget', event, t);
+      const rank = t.patch.lifecycle === undefined ? undefined : lifecycleRank(t.patch.lifecycle);
+      const existing = await this.tx.get(tenant, t.kind, t.key, rank);
+      if (existing === undefined) return this.wait(tenant, t.kind, t.key, event, acceptedAt, eventKey);
+      const { doc, errors } = applyUpdate(t.kind, JSON.parse(existing.json) as Doc, t.patch);
+      if (errors.length > 0) return this.drop('invalidResult', event, errors);
+      await this.store(tenant, t.kind, t.key, doc, { modified: modifiedOf(doc), acceptedAt }, true);
+      await this.storeInline(tenant, t.kind, t.patch, acceptedAt);
+      return;
+    }
+    const created = ASSOCIATION_EVENTS[event.eventType as string];
+    if (created === undefined) return;
+    const plan = associationPlan(event);
+    if ('type' in plan) return this.drop('badTarget', event, plan);
+    const existing = await this.tx.get(tenant, plan.kind1, plan.key1);
+    if (existing === undefined) return this.wait(tenant, plan.kind1, plan.key1, event, acceptedAt, eventKey);
+    const doc = applyAssociation(plan.kind1, JSON.parse(existing.json) as Doc, plan, event.entity2, created);
+    if (doc === undefined) return this.drop('noHoldingMember', event, { kind1: plan.kind1, kind2: plan.kind2 });
+    const errors = validateEntity(plan.kind1, doc);
+    if (errors.length > 0) return this.drop('invalidResult', event, errors);
+    await this.store(tenant, plan.kind1, plan.key1, doc, { modified: modifiedOf(doc), acceptedAt }, true);
+  }
+}
+
+/** Sets the value at `path` inside `root` (the path must exist). */
+function replaceAt(root: Doc, path: ReadonlyArray<string | number>, value: unknown): void {
+  let node: unknown = root;
+  for (let i = 0; i < path.length - 1; i++) node = (node as Record<string | number, unknown>)[path[i]!];
+  const last = path[path.length - 1]!;
+  if (Array.isArray(node)) node[last as number] = value;
+  else Object.defineProperty(node, last, { value, enumerable: true, writable: true, configurable: true });
+}
