@@ -10,6 +10,7 @@ export default defineConfig({
       '@otm/model': src('packages/model'),
       '@otm/core': src('packages/core'),
       '@otm/embedded': src('packages/embedded'),
+      '@otm/distributed': src('packages/distributed'),
       '@otm/http': src('packages/http'),
       '@otm/ingress': src('services/ingress'),
       '@otm/query': src('services/query'),

@@ -32,6 +32,18 @@ export interface Config {
   readonly bodyLimit: number;
   /** Deepest accepted nesting of objects and arrays in a document. */
   readonly maxDepth: number;
+  /** Largest bulk request body, in bytes, and most documents in one. */
+  readonly bulkLimit: number;
+  readonly bulkMaxItems: number;
+  /** Kafka client timings (ms). */
+  readonly kafka: {
+    readonly publishTimeoutMs: number;
+    readonly lingerMs: number;
+    readonly sessionTimeoutMs: number;
+    readonly heartbeatMs: number;
+    readonly rebalanceTimeoutMs: number;
+    readonly maxWaitMs: number;
+  };
 }
 
 /** Every variable the service reads, with its meaning; the README's table is written from this. */
@@ -49,6 +61,14 @@ export const CONFIG_VARIABLES = {
   LOG_LEVEL: 'fatal, error, warn, info (default), debug, trace or silent',
   OTM_BODY_LIMIT: 'largest request body in bytes (default 1048576)',
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
+  OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
+  OTM_BULK_MAX_ITEMS: 'most documents in one bulk request (default 10000)',
+  KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
+  KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
+  KAFKA_SESSION_TIMEOUT_MS: 'consumer group session timeout (default 30000)',
+  KAFKA_HEARTBEAT_MS: 'consumer heartbeat interval (default 3000)',
+  KAFKA_REBALANCE_TIMEOUT_MS: 'consumer rebalance timeout (default 60000)',
+  KAFKA_MAX_WAIT_MS: 'longest a consumer fetch waits for data (default 500)',
 } as const;
 
 type Env = Record<string, string | undefined>;
@@ -132,5 +152,15 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     bodyLimit: integer(env, 'OTM_BODY_LIMIT', 1_048_576, 1024, 1_073_741_824),
     maxDepth: integer(env, 'OTM_MAX_DEPTH', 64, 8, 1000),
+    bulkLimit: integer(env, 'OTM_BULK_LIMIT', 16_777_216, 1024, 1_073_741_824),
+    bulkMaxItems: integer(env, 'OTM_BULK_MAX_ITEMS', 10_000, 1, 1_000_000),
+    kafka: Object.freeze({
+      publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
+      lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),
+      sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
+      heartbeatMs: integer(env, 'KAFKA_HEARTBEAT_MS', 3_000, 100, 600_000),
+      rebalanceTimeoutMs: integer(env, 'KAFKA_REBALANCE_TIMEOUT_MS', 60_000, 1_000, 3_600_000),
+      maxWaitMs: integer(env, 'KAFKA_MAX_WAIT_MS', 500, 10, 60_000),
+    }),
   });
 }

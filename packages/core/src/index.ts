@@ -9,3 +9,5 @@ export * from './logger.js';
 export * from './merge-patch.js';
 export * from './metrics.js';
 export * from './semantics.js';
+export * from './depth.js';
+export * from './version-codec.js';

@@ -16,9 +16,22 @@ export interface Bus {
    * Calls `handler` with batches of messages of `topic`, in publish order per key. A batch is
    * committed only when `handler` resolves; when it rejects, the batch is handed back.
    */
-  subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>): Promise<Subscription>;
+  subscribe(
+    topic: Topic,
+    group: string,
+    handler: (batch: readonly Envelope[]) => Promise<void>,
+    options?: SubscribeOptions,
+  ): Promise<Subscription>;
   ready(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  /**
+   * Batches of different partitions handed to the handler at once (default 1). Only for handlers
+   * that are safe to run concurrently, such as the telemetry worker's.
+   */
+  readonly concurrency?: number;
 }
 
 export interface Subscription {

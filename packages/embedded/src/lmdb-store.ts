@@ -18,15 +18,17 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
-import type {
-  DocumentWrite,
-  EntityStore,
-  EntityTx,
-  EventStore,
-  HolderRef,
-  PendingEffect,
-  StoredDocument,
-  VersionStamp,
+import {
+  decodeVersion,
+  encodeVersion,
+  type DocumentWrite,
+  type EntityStore,
+  type EntityTx,
+  type EventStore,
+  type HolderRef,
+  type PendingEffect,
+  type StoredDocument,
+  type VersionStamp,
 } from '@otm/core';
 
 // ordered-binary (lmdb's key encoding) turns NUL in a string key into an array separator, so the
@@ -38,12 +40,7 @@ const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 
 type Str = Database<string, string>;
 
-function decodeEntity(kind: KindSegment, key: string, lifecycleRank: number, raw: string): StoredDocument {
-  const nl = raw.indexOf('\n');
-  const [modified, acceptedAt] = raw.slice(0, nl).split(' ').map(Number) as [number, number];
-  return { kind, key, lifecycleRank, json: raw.slice(nl + 1), stamp: { modified, acceptedAt } };
-}
-const encodeEntity = (json: string, stamp: VersionStamp) => `${stamp.modified} ${stamp.acceptedAt}\n${json}`;
+
 
 /** The versions of one entity, by rank, as stored. */
 function readVersions(db: Str, tenant: string, kind: KindSegment, key: string): Map<number, string> {
@@ -84,7 +81,7 @@ class LmdbTx implements EntityTx {
     if (!ranks.has(pick)) return undefined;
     const own = o?.versions.get(pick);
     if (own) return own;
-    return decodeEntity(kind, key, pick, stored.get(pick)!);
+    return decodeVersion(kind, key, pick, stored.get(pick)!);
   }
 
   put(tenant: string, doc: StoredDocument & { stamp: VersionStamp }): void {
@@ -182,10 +179,10 @@ class LmdbEntityStore implements EntityStore {
     const prefix = prefixOf(tenant, kind, key);
     if (lifecycleRank !== undefined) {
       const raw = this.dbs.entities.get(prefix + lifecycleRank);
-      return raw === undefined ? undefined : decodeEntity(kind, key, lifecycleRank, raw);
+      return raw === undefined ? undefined : decodeVersion(kind, key, lifecycleRank, raw);
     }
     for (const { key: k, value } of this.dbs.entities.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
-      return decodeEntity(kind, key, Number((k as string).slice(prefix.length)), value);
+      return decodeVersion(kind, key, Number((k as string).slice(prefix.length)), value);
     }
     return undefined;
   }
@@ -200,7 +197,7 @@ class LmdbEntityStore implements EntityStore {
         switch (op.t) {
           case 'put': {
             const d = op.doc;
-            entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeEntity(d.json, d.stamp));
+            entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
             break;
           }
           case 'delete': {

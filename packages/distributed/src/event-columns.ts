@@ -1,0 +1,229 @@
+/**
+ * The typed columns analysts query, taken from an OTM 5.9 telemetry event: ids of the vehicle,
+ * trip, sensor and transport equipment (from inline entities or references, also inside the
+ * `references` array), position, speed and heading, sensor value, emission / fuel amounts and
+ * weights with their original unit and a normalised one. Pure functions, no I/O.
+ */
+
+/** A quantity converted to the unit analysts sum in. */
+export interface Normalised {
+  readonly value: number;
+  /** `kg` (mass, also CO2), `l` (volume, fuel), `kWh` (energy). */
+  readonly unit: 'kg' | 'l' | 'kWh';
+}
+
+const MASS_KG: Record<string, number> = {
+  mg: 1e-6,
+  g: 1e-3,
+  gram: 1e-3,
+  grams: 1e-3,
+  kg: 1,
+  kilogram: 1,
+  kilograms: 1,
+  t: 1000,
+  ton: 1000,
+  tons: 1000,
+  tonne: 1000,
+  tonnes: 1000,
+  lb: 0.45359237,
+  lbs: 0.45359237,
+};
+const VOLUME_L: Record<string, number> = {
+  ml: 1e-3,
+  cl: 1e-2,
+  dl: 0.1,
+  l: 1,
+  lt: 1,
+  ltr: 1,
+  liter: 1,
+  liters: 1,
+  litre: 1,
+  litres: 1,
+  m3: 1000,
+  'm^3': 1000,
+  'm³': 1000,
+  gal: 3.785411784, // US gallon
+  galus: 3.785411784,
+  usgal: 3.785411784,
+  galuk: 4.54609,
+  impgal: 4.54609,
+};
+const ENERGY_KWH: Record<string, number> = {
+  wh: 1e-3,
+  kwh: 1,
+  mwh: 1000,
+  gwh: 1e6,
+  j: 1 / 3.6e6,
+  kj: 1 / 3600,
+  mj: 1 / 3.6,
+  gj: 1000 / 3.6,
+};
+
+/** Lower case, no spaces, no CO2 suffix ("kg CO2e" -> "kg"), "liter(s)"/"litre(s)" kept. */
+function unitToken(unit: string): string {
+  return unit
+    .trim()
+    .toLowerCase()
+    .replace(/\s*(co2e?|co₂e?|-eq|eq)$/u, '')
+    .replace(/\s+/g, '');
+}
+
+/**
+ * Converts a quantity to kg (mass and CO2), litres (volume) or kWh (energy); undefined for a unit
+ * it does not know (the original value and unit are kept in their own columns anyway).
+ */
+export function normaliseQuantity(value: number, unit: string): Normalised | undefined {
+  if (!Number.isFinite(value)) return undefined;
+  const u = unitToken(unit);
+  const round = (x: number) => Number(x.toPrecision(15));
+  if (u in MASS_KG) return { value: round(value * MASS_KG[u]!), unit: 'kg' };
+  if (u in VOLUME_L) return { value: round(value * VOLUME_L[u]!), unit: 'l' };
+  if (u in ENERGY_KWH) return { value: round(value * ENERGY_KWH[u]!), unit: 'kWh' };
+  return undefined;
+}
+
+const SPEED_KMH: Record<string, number> = {
+  'km/h': 1,
+  kmh: 1,
+  kph: 1,
+  'km/u': 1,
+  'm/s': 3.6,
+  mps: 3.6,
+  mph: 1.609344,
+  'mi/h': 1.609344,
+  kn: 1.852,
+  kt: 1.852,
+  knot: 1.852,
+  knots: 1.852,
+};
+
+/** Speed in km/h, or undefined for an unknown unit. */
+export function speedKmh(value: number, unit: string): number | undefined {
+  const f = SPEED_KMH[unit.trim().toLowerCase().replace(/\s+/g, '')];
+  return f === undefined || !Number.isFinite(value) ? undefined : Number((value * f).toPrecision(15));
+}
+
+type Obj = Readonly<Record<string, unknown>>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+/** The id an association points at: the inline entity's `id` or the reference's `uuid`. */
+function associationId(a: unknown): string {
+  if (!isObj(a)) return '';
+  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.id).toLowerCase();
+  if (a.associationType === 'reference') return str(a.uuid).toLowerCase();
+  return '';
+}
+
+function associationType(a: unknown): string {
+  if (!isObj(a)) return '';
+  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.entityType);
+  return str(a.entityType);
+}
+
+/** The id of the first association of the given entity type: the named field, else `references`. */
+function linked(event: Obj, field: string): string {
+  const direct = associationId(event[field]);
+  if (direct) return direct;
+  const refs = Array.isArray(event.references) ? event.references : [];
+  for (const r of refs) if (associationType(r) === field) return associationId(r);
+  return '';
+}
+
+function valueUnit(v: unknown): { value: number | null; unit: string } {
+  return isObj(v) ? { value: num(v.value), unit: str(v.unit) } : { value: null, unit: '' };
+}
+
+/** lat, lon, speed, heading of a geoReference (lat/lon point, first point of an array, or a GeoJSON Point feature). */
+function position(geo: unknown) {
+  let p: Obj | undefined;
+  if (isObj(geo)) {
+    if (geo.type === 'latLonPointGeoReference') p = geo;
+    else if (geo.type === 'latLonArrayGeoReference' && Array.isArray(geo.points) && isObj(geo.points[0])) p = geo.points[0];
+    else if (geo.type === 'Feature' && isObj(geo.geometry) && geo.geometry.type === 'Point' && Array.isArray(geo.geometry.coordinates)) {
+      const [lon, lat] = geo.geometry.coordinates as unknown[];
+      p = { lat, lon };
+    }
+  }
+  if (!p) return { lat: null, lon: null, speed: { value: null, unit: '' }, heading: { value: null, unit: '' } };
+  return { lat: num(p.lat), lon: num(p.lon), speed: valueUnit(p.speed), heading: valueUnit(p.heading) };
+}
+
+/** Event time: `creationDate`, else `lastModified`, else the fallback (ms since the epoch). */
+export function eventTimeMs(event: Obj, fallbackMs: number): number {
+  for (const f of ['creationDate', 'lastModified']) {
+    const t = Date.parse(str(event[f]));
+    if (Number.isFinite(t)) return t;
+  }
+  return fallbackMs;
+}
+
+/** The analyst columns of otm_events (without tenant, id, rank, versions). */
+export interface EventColumns {
+  lifecycle: string;
+  event_type: string;
+  event_time_ms: number;
+  vehicle_id: string;
+  trip_id: string;
+  sensor_id: string;
+  transport_equipment_id: string;
+  lat: number | null;
+  lon: number | null;
+  speed: number | null;
+  speed_unit: string;
+  speed_kmh: number | null;
+  heading: number | null;
+  heading_unit: string;
+  sensor_value: number | null;
+  sensor_unit: string;
+  amount: number | null;
+  amount_unit: string;
+  amount_normalised: number | null;
+  amount_normalised_unit: string;
+  fuel_type: string;
+  emission_method: string;
+  weight: number | null;
+  weight_unit: string;
+  weight_kg: number | null;
+  weighing_type: string;
+}
+
+export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
+  const pos = position(event.geoReference);
+  const sensor = event.eventType === 'sensorUpdateEvent' ? valueUnit(event.value) : { value: null, unit: '' };
+  const amount =
+    event.eventType === 'emissionEvent' || event.eventType === 'fuelConsumedEvent' ? valueUnit(event.amount) : { value: null, unit: '' };
+  const norm = amount.value === null ? undefined : normaliseQuantity(amount.value, amount.unit);
+  const wr = isObj(event.weighingResult) ? event.weighingResult : undefined;
+  const weight = valueUnit(wr?.weight);
+  const weightNorm = weight.value === null ? undefined : normaliseQuantity(weight.value, weight.unit);
+  return {
+    lifecycle: str(event.lifecycle),
+    event_type: str(event.eventType),
+    event_time_ms: eventTimeMs(event, fallbackTimeMs),
+    vehicle_id: linked(event, 'vehicle'),
+    trip_id: linked(event, 'trip'),
+    sensor_id: linked(event, 'sensor'),
+    transport_equipment_id: linked(event, 'transportEquipment'),
+    lat: pos.lat,
+    lon: pos.lon,
+    speed: pos.speed.value,
+    speed_unit: pos.speed.unit,
+    speed_kmh: pos.speed.value === null ? null : (speedKmh(pos.speed.value, pos.speed.unit) ?? null),
+    heading: pos.heading.value,
+    heading_unit: pos.heading.unit,
+    sensor_value: sensor.value,
+    sensor_unit: sensor.unit,
+    amount: amount.value,
+    amount_unit: amount.unit,
+    amount_normalised: norm?.value ?? null,
+    amount_normalised_unit: norm?.unit ?? '',
+    fuel_type: event.eventType === 'fuelConsumedEvent' ? str(event.fuel) : '',
+    emission_method: event.eventType === 'emissionEvent' ? str(event.method) : '',
+    weight: weight.value,
+    weight_unit: weight.unit,
+    weight_kg: weightNorm?.unit === 'kg' ? weightNorm.value : null,
+    weighing_type: str(wr?.weighingType),
+  };
+}

@@ -1,0 +1,14 @@
+export {
+  KafkaBus,
+  ensureTopics,
+  isRetryable,
+  withTimeout,
+  DEFAULT_TOPIC_PARTITIONS,
+  FAST_CONSUMER_SETTINGS,
+  type KafkaBusOptions,
+  type KafkaConsumerSettings,
+  type KafkaSubscription,
+} from './kafka-bus.js';
+export { ClickHouseEventStore, eventStoreDdl, sqlString, type ClickHouseEventStoreOptions } from './clickhouse-event-store.js';
+export { eventColumns, eventTimeMs, normaliseQuantity, speedKmh, type EventColumns, type Normalised } from './event-columns.js';
+export { RedisEntityStore, type RedisEntityStoreOptions } from './redis-entity-store.js';

@@ -1,0 +1,551 @@
+/**
+ * The bus of the distributed deployment on Kafka (kafkajs).
+ *
+ * Publishing: one producer per bus, `acks: -1` (every in-sync replica), message value = the
+ * ChangeMessage as JSON, key = `envelope.key` (so one key stays on one partition, in order),
+ * topic = `envelope.topic`. `publish` resolves only once Kafka acknowledged every message; when
+ * Kafka cannot take them within `publishTimeoutMs` it rejects with `unavailable()` (503,
+ * Retry-After): never a hang, never a resolve for a lost write. A timed-out send may still land
+ * later; the client retries on 503 and the workers' writes are idempotent, so that is harmless.
+ *
+ * Consuming: one consumer (group member) per `subscribe`, `eachBatch` with auto-resolve and
+ * auto-commit off. A partition's batch is handed to the handler in chunks of at most `maxBatch`
+ * messages, in partition order; the offset of a chunk is committed only after the handler
+ * resolved. Failures:
+ * - retryable (an OtmServiceError with `retryable`, or any other error, e.g. a socket error of a
+ *   store): nothing is committed, the same chunk is retried with exponential backoff
+ *   (heartbeating meanwhile). If the consumer is stopped or loses the partition meanwhile, the
+ *   chunk is left uncommitted and the next owner of the partition receives it again.
+ * - non-retryable (an OtmServiceError without `retryable`, e.g. a document that can never be
+ *   applied): the chunk is re-run one message at a time to find the culprit(s) (re-applying the
+ *   messages before it is harmless: handlers are idempotent); each message that fails
+ *   non-retryably on its own goes to `TOPICS.deadLetter` with headers `reason`, `code`,
+ *   `original-topic`, `original-partition`, `original-offset`, `original-key` (acks -1; if that
+ *   produce fails, it is retried like a retryable error), then processing continues.
+ *   Messages that are not valid JSON go to the dead-letter topic directly.
+ * Batch-first keeps the common path fast (one store round trip per chunk); the per-message pass
+ * only runs for the rare poison message.
+ */
+import { Kafka, logLevel as KafkaLogLevel, type Admin, type Consumer, type EachBatchPayload, type KafkaMessage, type LogEntry, type Producer } from 'kafkajs';
+import { OtmServiceError, TOPICS, unavailable, type Bus, type ChangeMessage, type Envelope, type Logger, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
+
+export interface KafkaConsumerSettings {
+  /** Group session timeout (ms). Default 30000; tests: 3000. */
+  readonly sessionTimeout?: number;
+  /** Heartbeat interval (ms). Default 3000; tests: 500. */
+  readonly heartbeatInterval?: number;
+  /** Longest a fetch waits for data (ms). Default 500; tests: 100. */
+  readonly maxWaitTimeInMs?: number;
+  /** Time members have to rejoin during a rebalance (ms). Default 60000; tests: 3000. */
+  readonly rebalanceTimeout?: number;
+  /** Partitions handled at once by one consumer. Default 1. */
+  readonly partitionsConsumedConcurrently?: number;
+  /** Largest chunk handed to a handler. Default 5000 messages. */
+  readonly maxBatch?: number;
+  /** Backoff between retries of a failed chunk: first and largest delay (ms). Default 200 / 10000. */
+  readonly retryInitialMs?: number;
+  readonly retryMaxMs?: number;
+  /** A new group starts from the earliest retained message (default true: a new worker group must not skip messages). */
+  readonly fromBeginning?: boolean;
+}
+
+export interface KafkaBusOptions {
+  readonly brokers: readonly string[];
+  readonly clientId?: string;
+  /** pino logger for kafkajs' own messages; without one kafkajs logs nothing. */
+  readonly logger?: Logger;
+  /** Bound on a publish (ms): after it, publish rejects with a 503. Default 5000. */
+  readonly publishTimeoutMs?: number;
+  /**
+   * How long a publish waits for others to share its produce request (ms; like Kafka's
+   * `linger.ms`). Larger record batches are cheaper for brokers and consumers. Default 5.
+   */
+  readonly lingerMs?: number;
+  /** Bound on ready() (ms). Default 2000. */
+  readonly readyTimeoutMs?: number;
+  /** Seconds a client is told to wait (Retry-After) when Kafka is unavailable. Default 5. */
+  readonly retryAfterSeconds?: number;
+  /** Socket connection timeout (ms). Default 3000. */
+  readonly connectionTimeout?: number;
+  readonly consumer?: KafkaConsumerSettings;
+}
+
+/** Consumer settings for tests on the librdkafka mock (see shared/infra/SERVICES.md). */
+export const FAST_CONSUMER_SETTINGS: KafkaConsumerSettings = Object.freeze({
+  sessionTimeout: 3000,
+  rebalanceTimeout: 3000,
+  heartbeatInterval: 500,
+  maxWaitTimeInMs: 100,
+  retryInitialMs: 50,
+  retryMaxMs: 500,
+});
+
+const PRODUCTION_CONSUMER_SETTINGS = {
+  sessionTimeout: 30_000,
+  heartbeatInterval: 3_000,
+  maxWaitTimeInMs: 500,
+  rebalanceTimeout: 60_000,
+  partitionsConsumedConcurrently: 1,
+  maxBatch: 5_000,
+  retryInitialMs: 200,
+  retryMaxMs: 10_000,
+  fromBeginning: true,
+} satisfies Required<KafkaConsumerSettings>;
+
+/** kafkajs' log levels onto a pino logger. */
+function logCreator(logger: Logger) {
+  return () =>
+    ({ level, log }: LogEntry) => {
+      const { message, ...extra } = log;
+      const obj = { kafka: extra };
+      if (level === KafkaLogLevel.ERROR) logger.error(obj, message);
+      else if (level === KafkaLogLevel.WARN) logger.warn(obj, message);
+      else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
+      else logger.debug(obj, message);
+    };
+}
+
+const pinoToKafkaLevel = (logger: Logger): KafkaLogLevel => {
+  switch (logger.level) {
+    case 'debug':
+    case 'trace':
+      return KafkaLogLevel.DEBUG;
+    case 'info':
+      return KafkaLogLevel.INFO;
+    case 'warn':
+      return KafkaLogLevel.WARN;
+    case 'silent':
+      return KafkaLogLevel.NOTHING;
+    default:
+      return KafkaLogLevel.ERROR;
+  }
+};
+
+/** Rejects with `onTimeout()` when `p` has not settled after `ms`. */
+export function withTimeout<T>(p: Promise<T>, ms: number, onTimeout: () => Error): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(onTimeout()), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** Whether a retry can help: OtmServiceError says so itself; anything else is taken as an I/O failure. */
+export const isRetryable = (e: unknown): boolean => (e instanceof OtmServiceError ? e.retryable : true);
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+/**
+ * Creates topics with the given partition counts; topics that exist are left alone. Clusters that
+ * refuse (the librdkafka mock cluster refuses CreateTopics) are logged and skipped: topic creation
+ * is then the operator's job (or the broker's auto-create). For `otm migrate`.
+ * Returns whether the cluster accepted the request.
+ */
+export async function ensureTopics(
+  admin: Admin,
+  topics: Readonly<Record<string, number>>,
+  opts: { replicationFactor?: number; logger?: Logger; timeoutMs?: number } = {},
+): Promise<boolean> {
+  const list = Object.entries(topics).map(([topic, numPartitions]) => ({
+    topic,
+    numPartitions,
+    ...(opts.replicationFactor === undefined ? {} : { replicationFactor: opts.replicationFactor }),
+  }));
+  try {
+    await withTimeout(
+      admin.createTopics({ topics: list, waitForLeaders: true, timeout: opts.timeoutMs ?? 10_000 }),
+      (opts.timeoutMs ?? 10_000) + 1_000,
+      () => new Error('createTopics timed out'),
+    );
+    opts.logger?.info({ topics }, 'kafka topics ensured');
+    return true;
+  } catch (e) {
+    opts.logger?.warn({ topics, err: errorText(e) }, 'kafka refused to create topics; continuing (create them on the cluster, or rely on auto-create)');
+    return false;
+  }
+}
+
+/** The topics of the pipeline with default partition counts (for `otm migrate`). */
+export const DEFAULT_TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = Object.freeze({
+  [TOPICS.entities]: 12,
+  [TOPICS.telemetry]: 24,
+  [TOPICS.deadLetter]: 3,
+});
+
+type Handler = (batch: readonly Envelope[]) => Promise<void>;
+
+/** A Subscription that can also tell when its consumer first joined the group (tests, readiness). */
+export interface KafkaSubscription extends Subscription {
+  /** Resolves when the consumer first got its partition assignment. */
+  readonly joined: Promise<void>;
+}
+
+interface Decoded {
+  readonly message: KafkaMessage;
+  readonly envelope?: Envelope;
+  readonly parseError?: string;
+}
+
+export class KafkaBus implements Bus {
+  private readonly kafka: Kafka;
+  private readonly opts: KafkaBusOptions;
+  private readonly consumerSettings: Required<KafkaConsumerSettings>;
+  private readonly publishTimeoutMs: number;
+  private readonly retryAfter: number;
+  private producer: Producer | undefined;
+  private producerConnect: Promise<Producer> | undefined;
+  private admin: Admin | undefined;
+  private readonly subscriptions = new Set<Subscription>();
+  private closed = false;
+
+  constructor(opts: KafkaBusOptions) {
+    if (opts.brokers.length === 0) throw new Error('KafkaBus: no brokers');
+    this.opts = opts;
+    this.publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+    this.retryAfter = opts.retryAfterSeconds ?? 5;
+    this.consumerSettings = { ...PRODUCTION_CONSUMER_SETTINGS, ...(opts.consumer ?? {}) };
+    this.kafka = new Kafka({
+      clientId: opts.clientId ?? 'otm',
+      brokers: [...opts.brokers],
+      connectionTimeout: opts.connectionTimeout ?? 3_000,
+      // A request may not outlive a publish: the race below is the hard bound, this frees sockets.
+      requestTimeout: Math.max(1_000, this.publishTimeoutMs),
+      retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 },
+      ...(opts.logger ? { logLevel: pinoToKafkaLevel(opts.logger), logCreator: logCreator(opts.logger) } : { logLevel: KafkaLogLevel.NOTHING }),
+    });
+  }
+
+  /** The kafkajs client (for `ensureTopics(bus.client.admin(), ...)` and tests). */
+  get client(): Kafka {
+    return this.kafka;
+  }
+
+  private connectedProducer(): Promise<Producer> {
+    if (this.producerConnect) return this.producerConnect;
+    const producer = this.kafka.producer({
+      // Idempotence would be right for production Kafka (no duplicates on producer retries), but
+      // the librdkafka mock used in tests refuses it ("Broker 0 not found"); duplicates are
+      // harmless here anyway because every worker write is idempotent.
+      idempotent: false,
+      allowAutoTopicCreation: true,
+      retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+    });
+    const p = producer.connect().then(
+      () => {
+        this.producer = producer;
+        return producer;
+      },
+      async (e: unknown) => {
+        // A producer whose connect() threw keeps Node alive until disconnected.
+        this.producerConnect = undefined;
+        await producer.disconnect().catch(() => {});
+        throw e;
+      },
+    );
+    this.producerConnect = p;
+    return p;
+  }
+
+  /**
+   * Publishes with acks from all in-sync replicas. Publishes that arrive while a send is in flight
+   * are queued and go together in the next send, so concurrent requests share produce requests
+   * (and their round trips) without waiting for a timer. Each publish is bounded by
+   * `publishTimeoutMs`: after it, it rejects with a 503 (its messages may still arrive, which is
+   * harmless: every write is idempotent).
+   */
+  async publish(envelopes: readonly Envelope[]): Promise<void> {
+    if (this.closed) throw unavailable('the bus is closed', this.retryAfter);
+    if (envelopes.length === 0) return;
+    const done = new Promise<void>((resolve, reject) => {
+      this.queue.push({ envelopes, resolve, reject });
+    });
+    this.pump();
+    try {
+      await withTimeout(done, this.publishTimeoutMs, () => unavailable(`kafka did not acknowledge within ${this.publishTimeoutMs} ms`, this.retryAfter));
+    } catch (e) {
+      done.catch(() => {}); // settles later; its outcome no longer matters
+      if (e instanceof OtmServiceError) throw e;
+      throw unavailable(`kafka refused the messages: ${errorText(e)}`, this.retryAfter, e);
+    }
+  }
+
+  private readonly queue: Array<{ envelopes: readonly Envelope[]; resolve: () => void; reject: (e: unknown) => void }> = [];
+  private sending = false;
+  private lingering: NodeJS.Timeout | undefined;
+
+  /** Sends everything queued in one request, one request at a time, after lingering `lingerMs`. */
+  private pump(): void {
+    if (this.sending || this.queue.length === 0 || this.lingering) return;
+    const linger = this.opts.lingerMs ?? 5;
+    if (linger > 0) {
+      this.lingering = setTimeout(() => {
+        this.lingering = undefined;
+        this.send();
+      }, linger);
+      return;
+    }
+    this.send();
+  }
+
+  private send(): void {
+    if (this.sending || this.queue.length === 0) return;
+    this.sending = true;
+    const taken = this.queue.splice(0, this.queue.length);
+    const byTopic = new Map<string, { key: string; value: string }[]>();
+    for (const t of taken) {
+      for (const e of t.envelopes) {
+        const list = byTopic.get(e.topic) ?? [];
+        list.push({ key: e.key, value: JSON.stringify(e.message) });
+        byTopic.set(e.topic, list);
+      }
+    }
+    const send = async () => {
+      const producer = await this.connectedProducer();
+      await producer.sendBatch({
+        acks: -1,
+        timeout: this.publishTimeoutMs,
+        topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
+      });
+    };
+    send().then(
+      () => {
+        for (const t of taken) t.resolve();
+      },
+      (e: unknown) => {
+        for (const t of taken) t.reject(e);
+      },
+    ).finally(() => {
+      this.sending = false;
+      this.pump();
+    });
+  }
+
+  async subscribe(topic: Topic, group: string, handler: Handler, options: SubscribeOptions = {}): Promise<KafkaSubscription> {
+    if (this.closed) throw unavailable('the bus is closed', this.retryAfter);
+    const s = this.consumerSettings;
+    const consumer = this.kafka.consumer({
+      groupId: group,
+      sessionTimeout: s.sessionTimeout,
+      heartbeatInterval: s.heartbeatInterval,
+      maxWaitTimeInMs: s.maxWaitTimeInMs,
+      rebalanceTimeout: s.rebalanceTimeout,
+      allowAutoTopicCreation: true,
+    });
+    let resolveJoined!: () => void;
+    const joined = new Promise<void>((r) => (resolveJoined = r));
+    const offJoin = consumer.on(consumer.events.GROUP_JOIN, () => resolveJoined());
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [topic], fromBeginning: s.fromBeginning });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: options.concurrency ?? s.partitionsConsumedConcurrently,
+        eachBatch: (payload) => this.consumeBatch(payload, handler),
+      });
+    } catch (e) {
+      offJoin();
+      await consumer.disconnect().catch(() => {});
+      throw unavailable(`cannot consume ${topic}: ${errorText(e)}`, this.retryAfter, e);
+    }
+    let closing: Promise<void> | undefined;
+    const sub: KafkaSubscription = {
+      joined,
+      close: () =>
+        (closing ??= (async () => {
+          this.subscriptions.delete(sub);
+          offJoin();
+          // stop() waits for the batch in hand, which commits what its handler finished.
+          await consumer.stop().catch(() => {});
+          await consumer.disconnect().catch(() => {});
+        })()),
+    };
+    this.subscriptions.add(sub);
+    return sub;
+  }
+
+  private decode(topic: string, m: KafkaMessage): Decoded {
+    try {
+      const message = JSON.parse(m.value?.toString('utf8') ?? 'null') as ChangeMessage;
+      if (typeof message !== 'object' || message === null || typeof message.op !== 'string') throw new Error('not a change message');
+      return { message: m, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
+    } catch (e) {
+      return { message: m, parseError: errorText(e) };
+    }
+  }
+
+  private async consumeBatch(payload: EachBatchPayload, handler: Handler): Promise<void> {
+    const { batch, isRunning, isStale, resolveOffset, heartbeat, commitOffsetsIfNecessary } = payload;
+    const live = () => isRunning() && !isStale();
+    const commit = async (lastOffset: string) => {
+      resolveOffset(lastOffset);
+      await commitOffsetsIfNecessary({
+        topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(lastOffset) + 1n).toString() }] }],
+      });
+    };
+    const max = this.consumerSettings.maxBatch;
+    for (let i = 0; i < batch.messages.length; i += max) {
+      if (!live()) return;
+      const chunk = batch.messages.slice(i, i + max).map((m) => this.decode(batch.topic, m));
+      const done = await this.handleChunk(chunk, batch.topic, batch.partition, handler, live, heartbeat);
+      if (!done) return; // stopped or lost the partition: leave the rest uncommitted
+      await commit(chunk[chunk.length - 1]!.message.offset);
+      await heartbeat().catch(() => {});
+    }
+  }
+
+  /** Runs the handler with heartbeats while it works. */
+  private async withHeartbeat<T>(work: Promise<T>, heartbeat: () => Promise<void>): Promise<T> {
+    const timer = setInterval(() => void heartbeat().catch(() => {}), this.consumerSettings.heartbeatInterval);
+    try {
+      return await work;
+    } finally {
+      clearInterval(timer);
+    }
+  }
+
+  /**
+   * Applies one chunk; true once every message of it was applied or dead-lettered, false when the
+   * consumer stopped (or lost the partition) before that.
+   */
+  private async handleChunk(
+    chunk: readonly Decoded[],
+    topic: string,
+    partition: number,
+    handler: Handler,
+    live: () => boolean,
+    heartbeat: () => Promise<void>,
+  ): Promise<boolean> {
+    const good = chunk.filter((d) => d.envelope !== undefined);
+    if (good.length === chunk.length) {
+      const outcome = await this.retrying(() => handler(chunk.map((d) => d.envelope!)), live, heartbeat, { topic, partition, offset: chunk[0]!.message.offset });
+      if (outcome === 'ok') return true;
+      if (outcome === 'stopped') return false;
+    }
+    // A poison message somewhere in the chunk: one message at a time.
+    for (const d of chunk) {
+      if (!live()) return false;
+      if (d.envelope === undefined) {
+        if (!(await this.deadLetter(d, topic, partition, 'unparseable message: ' + d.parseError, 'invalidMessage', live, heartbeat))) return false;
+        continue;
+      }
+      let failure: unknown;
+      const outcome = await this.retrying(() => handler([d.envelope!]), live, heartbeat, { topic, partition, offset: d.message.offset }, (e) => (failure = e));
+      if (outcome === 'stopped') return false;
+      if (outcome === 'failed') {
+        const code = failure instanceof OtmServiceError ? failure.code : 'internal';
+        if (!(await this.deadLetter(d, topic, partition, errorText(failure), code, live, heartbeat))) return false;
+      }
+    }
+    return true;
+  }
+
+  /** Calls `work` until it resolves ('ok'), fails non-retryably ('failed') or the consumer stops ('stopped'). */
+  private async retrying(
+    work: () => Promise<void>,
+    live: () => boolean,
+    heartbeat: () => Promise<void>,
+    where: { topic: string; partition: number; offset: string },
+    onFailed?: (e: unknown) => void,
+  ): Promise<'ok' | 'failed' | 'stopped'> {
+    let delay = this.consumerSettings.retryInitialMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.withHeartbeat(work(), heartbeat);
+        return 'ok';
+      } catch (e) {
+        if (!isRetryable(e)) {
+          onFailed?.(e);
+          return 'failed';
+        }
+        this.opts.logger?.warn({ ...where, attempt, err: errorText(e) }, 'handler failed; retrying the batch');
+      }
+      // Back off in small steps, heartbeating, so that stop() and rebalances are not held up.
+      const until = Date.now() + delay;
+      while (Date.now() < until) {
+        if (!live()) return 'stopped';
+        await sleep(Math.min(100, until - Date.now()));
+        await heartbeat().catch(() => {});
+      }
+      if (!live()) return 'stopped';
+      delay = Math.min(delay * 2, this.consumerSettings.retryMaxMs);
+    }
+  }
+
+  private async deadLetter(
+    d: Decoded,
+    topic: string,
+    partition: number,
+    reason: string,
+    code: string,
+    live: () => boolean,
+    heartbeat: () => Promise<void>,
+  ): Promise<boolean> {
+    this.opts.logger?.error({ topic, partition, offset: d.message.offset, code, reason }, 'message sent to the dead-letter topic');
+    const outcome = await this.retrying(
+      async () => {
+        const producer = await this.connectedProducer();
+        await withTimeout(
+          producer.send({
+            topic: TOPICS.deadLetter,
+            acks: -1,
+            messages: [
+              {
+                key: d.message.key,
+                value: d.message.value,
+                headers: {
+                  reason: reason.slice(0, 2_000),
+                  code,
+                  'original-topic': topic,
+                  'original-partition': String(partition),
+                  'original-offset': d.message.offset,
+                  ...(d.message.key ? { 'original-key': d.message.key } : {}),
+                },
+              },
+            ],
+          }),
+          this.publishTimeoutMs,
+          () => unavailable('dead-letter produce timed out'),
+        );
+      },
+      live,
+      heartbeat,
+      { topic: TOPICS.deadLetter, partition, offset: d.message.offset },
+    );
+    return outcome === 'ok';
+  }
+
+  async ready(): Promise<boolean> {
+    if (this.closed) return false;
+    const timeout = this.opts.readyTimeoutMs ?? 2_000;
+    try {
+      this.admin ??= this.kafka.admin({ retry: { retries: 0 } });
+      const admin = this.admin;
+      await withTimeout(
+        (async () => {
+          await admin.connect();
+          await admin.describeCluster();
+        })(),
+        timeout,
+        () => new Error('timeout'),
+      );
+      return true;
+    } catch {
+      const admin = this.admin;
+      this.admin = undefined;
+      await admin?.disconnect().catch(() => {});
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    const producer = this.producer ?? (await this.producerConnect?.catch(() => undefined));
+    await producer?.disconnect().catch(() => {});
+    await this.admin?.disconnect().catch(() => {});
+  }
+}

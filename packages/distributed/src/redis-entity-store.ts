@@ -1,0 +1,312 @@
+/**
+ * The entity store of the distributed deployment on Redis (ioredis). Same semantics as the
+ * embedded LMDB store (packages/embedded/src/lmdb-store.ts), same value encoding.
+ *
+ * Keys (`P` = the key prefix, default `otm`; `{t:k:id}` = tenant, kind and storage key, escaped,
+ * used as the Redis Cluster hash tag so that every key of one entity lives in one slot):
+ * - `P:e:{t:k:id}` hash: field = lifecycle rank `0`..`5`, value = `${modified} ${acceptedAt}\n${json}`
+ *   (the version stamp, then the document as answered). GET without a rank takes the highest.
+ * - `P:h:{t:k:id}` set: the entities holding this one inline, members `holderKind\0holderKey\0rank`.
+ * - `P:p:{t:k:id}` sorted set + `P:pe:{t:k:id}` hash: effects waiting for this entity. Score =
+ *   acceptedAt, member = `${acceptedAt padded to 15 digits}\0${eventKey}` (so equal scores are
+ *   ordered by event key, exactly like the LMDB key), the hash maps the member to the effect's JSON.
+ *
+ * A unit of work reads Redis through an overlay of its own writes and commits them all in one
+ * MULTI/EXEC: atomic and isolated on a single Redis (primary). It does not WATCH what it read:
+ * like the LMDB store, units on the same entity are serialised by the bus (one partition per key,
+ * one consumer per partition), not by the store.
+ *
+ * Redis Cluster: a unit may span entities in different slots, and MULTI cannot cross slots. With
+ * an ioredis `Cluster` client the writes are grouped by hash tag (one entity = one slot) and each
+ * group is committed in its own MULTI/EXEC, all groups in parallel: every entity changes
+ * atomically, the unit as a whole does not. A worker that dies between groups leaves some entities
+ * of the batch written and others not; the batch is then replayed (offsets are committed only
+ * after the unit resolved) and the replay is idempotent (puts by id and rank, sets, sorted sets), so
+ * the state converges to the same result.
+ *
+ * Durability: `unit` resolves when Redis answered EXEC, so a write is as durable as the server's
+ * persistence: run Redis with `appendonly yes` and `appendfsync always` (every acknowledged write
+ * survives a crash of the server) or `everysec` (up to ~1 s of acknowledged writes can be lost on a
+ * power loss, not on a process crash). With replicas, set `waitForReplicas` so that a unit also
+ * waits (`WAIT n ms`) until n replicas have the writes; if they do not confirm in time the unit
+ * rejects with a retryable error (the writes stay on the primary; the replay is harmless).
+ */
+import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
+import type { KindSegment } from '@otm/model';
+import { decodeVersion, encodeVersion, unavailable, type EntityStore, type EntityTx, type HolderRef, type PendingEffect, type StoredDocument, type VersionStamp } from '@otm/core';
+
+export interface RedisEntityStoreOptions {
+  /** `redis://[user:password@]host:port[/db]` (or `rediss://`). Ignored when `client` is given. */
+  readonly url?: string;
+  /** A ready ioredis client (single node or Cluster); the store does not close it. */
+  readonly client?: Redis | Cluster;
+  /** Prefix of every key. Default `otm`. */
+  readonly prefix?: string;
+  /** Bound on each command (ms); a slower answer is a retryable 503. Default 5000. */
+  readonly commandTimeoutMs?: number;
+  /** After each commit, WAIT for this many replicas (default 0: no wait). */
+  readonly waitForReplicas?: number;
+  /** How long WAIT may take (ms). Default 1000. */
+  readonly waitTimeoutMs?: number;
+}
+
+const SEP = '\u0000';
+const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
+/** Escapes what would break the hash tag or the `:` separators. */
+const esc = (s: string) => s.replace(/[%:{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+
+
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+class Keys {
+  constructor(private readonly prefix: string) {}
+  tag(tenant: string, kind: string, key: string) {
+    return `{${esc(tenant)}:${kind}:${esc(key)}}`;
+  }
+  entity(t: string, k: string, id: string) {
+    return `${this.prefix}:e:${this.tag(t, k, id)}`;
+  }
+  holders(t: string, k: string, id: string) {
+    return `${this.prefix}:h:${this.tag(t, k, id)}`;
+  }
+  pending(t: string, k: string, id: string) {
+    return `${this.prefix}:p:${this.tag(t, k, id)}`;
+  }
+  pendingEffects(t: string, k: string, id: string) {
+    return `${this.prefix}:pe:${this.tag(t, k, id)}`;
+  }
+}
+
+/** One write of a unit; `tag` groups the writes of one entity (one cluster slot). */
+interface Op {
+  readonly tag: string;
+  apply(m: ChainableCommander): void;
+}
+
+interface Overlay {
+  deleted: boolean;
+  versions: Map<number, StoredDocument>;
+}
+
+class RedisTx implements EntityTx {
+  readonly ops: Op[] = [];
+  private readonly overlay = new Map<string, Overlay>();
+  private readonly holderOverlay = new Map<string, Map<string, boolean>>();
+  private readonly pendingOverlay = new Map<string, Map<string, PendingEffect | null>>();
+
+  constructor(
+    private readonly redis: Redis | Cluster,
+    private readonly keys: Keys,
+    private readonly guard: <T>(p: Promise<T>) => Promise<T>,
+  ) {}
+
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    const ek = this.keys.entity(tenant, kind, key);
+    const o = this.overlay.get(ek);
+    const stored = o?.deleted ? {} : await this.guard(this.redis.hgetall(ek));
+    const ranks = new Set<number>([...Object.keys(stored).map(Number), ...(o?.versions.keys() ?? [])]);
+    const pick = lifecycleRank ?? Math.max(-1, ...ranks);
+    if (!ranks.has(pick)) return undefined;
+    const own = o?.versions.get(pick);
+    if (own) return own;
+    return decodeVersion(kind, key, pick, stored[String(pick)]!);
+  }
+
+  put(tenant: string, doc: StoredDocument & { readonly stamp: VersionStamp }): void {
+    const ek = this.keys.entity(tenant, doc.kind, doc.key);
+    const o = this.overlay.get(ek) ?? { deleted: false, versions: new Map() };
+    o.versions.set(doc.lifecycleRank, doc);
+    this.overlay.set(ek, o);
+    const value = encodeVersion(doc.json, doc.stamp);
+    this.ops.push({ tag: this.keys.tag(tenant, doc.kind, doc.key), apply: (m) => void m.hset(ek, String(doc.lifecycleRank), value) });
+  }
+
+  delete(tenant: string, kind: KindSegment, key: string): void {
+    const ek = this.keys.entity(tenant, kind, key);
+    this.overlay.set(ek, { deleted: true, versions: new Map() });
+    this.ops.push({ tag: this.keys.tag(tenant, kind, key), apply: (m) => void m.del(ek) });
+  }
+
+  async holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]> {
+    const hk = this.keys.holders(tenant, kind, key);
+    const seen = new Map<string, boolean>();
+    for (const member of await this.guard(this.redis.smembers(hk))) seen.set(member, true);
+    for (const [member, present] of this.holderOverlay.get(hk) ?? []) seen.set(member, present);
+    const out: HolderRef[] = [];
+    for (const [member, present] of seen) {
+      if (!present) continue;
+      const [hKind, hKey, rank] = member.split(SEP) as [KindSegment, string, string];
+      out.push({ kind: hKind, key: hKey, lifecycleRank: Number(rank) });
+    }
+    return out;
+  }
+
+  private holder(tenant: string, child: { kind: KindSegment; key: string }, h: HolderRef, present: boolean) {
+    const hk = this.keys.holders(tenant, child.kind, child.key);
+    const member = `${h.kind}${SEP}${h.key}${SEP}${h.lifecycleRank}`;
+    const m = this.holderOverlay.get(hk) ?? new Map<string, boolean>();
+    m.set(member, present);
+    this.holderOverlay.set(hk, m);
+    this.ops.push({
+      tag: this.keys.tag(tenant, child.kind, child.key),
+      apply: (multi) => void (present ? multi.sadd(hk, member) : multi.srem(hk, member)),
+    });
+  }
+
+  addHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
+    this.holder(tenant, child, holder, true);
+  }
+
+  removeHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
+    this.holder(tenant, child, holder, false);
+  }
+
+  async pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]> {
+    const pk = this.keys.pending(tenant, kind, key);
+    const all = new Map<string, PendingEffect | null>();
+    const members = await this.guard(this.redis.zrange(pk, '0', '-1'));
+    if (members.length > 0) {
+      const values = await this.guard(this.redis.hmget(this.keys.pendingEffects(tenant, kind, key), ...members));
+      members.forEach((member, i) => {
+        const v = values[i];
+        if (v) all.set(member, JSON.parse(v) as PendingEffect);
+      });
+    }
+    for (const [member, v] of this.pendingOverlay.get(pk) ?? []) all.set(member, v);
+    return [...all.entries()]
+      .filter((e): e is [string, PendingEffect] => e[1] !== null)
+      .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))
+      .map((e) => e[1]);
+  }
+
+  private pendingOp(tenant: string, kind: KindSegment, key: string, e: PendingEffect, add: boolean) {
+    const pk = this.keys.pending(tenant, kind, key);
+    const pek = this.keys.pendingEffects(tenant, kind, key);
+    const member = `${pad(e.acceptedAt)}${SEP}${e.eventKey}`;
+    const m = this.pendingOverlay.get(pk) ?? new Map<string, PendingEffect | null>();
+    m.set(member, add ? e : null);
+    this.pendingOverlay.set(pk, m);
+    const json = add ? JSON.stringify(e) : '';
+    this.ops.push({
+      tag: this.keys.tag(tenant, kind, key),
+      apply: (multi) => {
+        if (add) multi.zadd(pk, e.acceptedAt, member).hset(pek, member, json);
+        else multi.zrem(pk, member).hdel(pek, member);
+      },
+    });
+  }
+
+  addPending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
+    this.pendingOp(tenant, kind, key, effect, true);
+  }
+
+  removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
+    this.pendingOp(tenant, kind, key, effect, false);
+  }
+}
+
+export class RedisEntityStore implements EntityStore {
+  private readonly redis: Redis | Cluster;
+  private readonly ownsClient: boolean;
+  private readonly keys: Keys;
+  private readonly commandTimeoutMs: number;
+  private readonly opts: RedisEntityStoreOptions;
+
+  constructor(opts: RedisEntityStoreOptions) {
+    this.opts = opts;
+    this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
+    this.keys = new Keys(opts.prefix ?? 'otm');
+    if (opts.client) {
+      this.redis = opts.client;
+      this.ownsClient = false;
+    } else {
+      if (!opts.url || !/^rediss?:\/\//.test(opts.url)) throw new Error(`RedisEntityStore: a redis:// URL is needed, got ${JSON.stringify(opts.url)}`);
+      const options: RedisOptions = {
+        // Bounded waits: a Redis that is down answers 503 (retried by the worker), never a hang.
+        maxRetriesPerRequest: 1,
+        connectTimeout: Math.min(this.commandTimeoutMs, 5_000),
+        commandTimeout: this.commandTimeoutMs,
+        lazyConnect: false,
+      };
+      this.redis = new Redis(opts.url, options);
+      // Connection errors surface through the commands; without a listener ioredis prints them.
+      this.redis.on('error', () => {});
+      this.ownsClient = true;
+    }
+  }
+
+  /** Turns Redis failures into retryable 503s, and bounds the wait. */
+  private guard = async <T>(p: Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        p,
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${this.commandTimeoutMs} ms`)), this.commandTimeoutMs);
+        }),
+      ]);
+    } catch (e) {
+      throw unavailable(`redis: ${errorText(e)}`, 2, e);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    const ek = this.keys.entity(tenant, kind, key);
+    if (lifecycleRank !== undefined) {
+      const raw = await this.guard(this.redis.hget(ek, String(lifecycleRank)));
+      return raw === null ? undefined : decodeVersion(kind, key, lifecycleRank, raw);
+    }
+    const all = await this.guard(this.redis.hgetall(ek));
+    const ranks = Object.keys(all).map(Number);
+    if (ranks.length === 0) return undefined;
+    const top = Math.max(...ranks);
+    return decodeVersion(kind, key, top, all[String(top)]!);
+  }
+
+  async unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
+    const tx = new RedisTx(this.redis, this.keys, this.guard);
+    const result = await work(tx);
+    if (tx.ops.length === 0) return result;
+    if (this.redis instanceof Cluster) {
+      const byTag = new Map<string, Op[]>();
+      for (const op of tx.ops) byTag.set(op.tag, [...(byTag.get(op.tag) ?? []), op]);
+      await Promise.all([...byTag.values()].map((ops) => this.exec(ops)));
+    } else {
+      await this.exec(tx.ops);
+    }
+    const replicas = this.opts.waitForReplicas ?? 0;
+    if (replicas > 0 && this.redis instanceof Redis) {
+      const acked = await this.guard(this.redis.wait(replicas, this.opts.waitTimeoutMs ?? 1_000));
+      if (acked < replicas) throw unavailable(`redis: only ${acked} of ${replicas} replicas confirmed the write`, 2);
+    }
+    return result;
+  }
+
+  private async exec(ops: readonly Op[]): Promise<void> {
+    const multi = this.redis.multi();
+    for (const op of ops) op.apply(multi);
+    const replies = await this.guard(multi.exec());
+    if (replies === null) throw unavailable('redis: transaction aborted', 2);
+    for (const [err] of replies) if (err) throw unavailable(`redis: ${errorText(err)}`, 2, err);
+  }
+
+  async ready(): Promise<boolean> {
+    try {
+      return (await this.guard(this.redis.ping())) === 'PONG';
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (!this.ownsClient) return;
+    try {
+      await this.redis.quit();
+    } catch {
+      this.redis.disconnect();
+    }
+  }
+}

@@ -1,0 +1,217 @@
+/**
+ * ClickHouseEventStore beyond the EventStore contract: the analyst columns as stored (SELECT on
+ * the table), moves and deletes seen through FINAL, and every SQL block of docs/analytics.md run
+ * as written against ClickHouse 18.16.
+ */
+import fs from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DocumentWrite } from '@otm/core';
+import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../test/infra/services.js';
+import { ClickHouseEventStore, eventStoreDdl } from '../src/index.js';
+
+const put = (tenant: string, doc: Record<string, unknown>, rank = 0): DocumentWrite => ({
+  op: 'put',
+  tenant,
+  doc: { kind: 'events', key: doc.id as string, lifecycleRank: rank, json: JSON.stringify(doc), value: doc },
+});
+const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+const V1 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01';
+const V2 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a02';
+const T1 = 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a01';
+
+const enabled = integrationEnabled('ClickHouseEventStore (ClickHouse 18.16)');
+describe.skipIf(!enabled)('ClickHouseEventStore', () => {
+  let ch: UrlService;
+  beforeAll(async () => {
+    requireServices(['clickhouse']);
+    ch = await startClickHouse();
+  });
+  afterAll(async () => {
+    await ch?.stop();
+  });
+
+  it('stores typed analyst columns: ids from inline and referenced entities, position, units normalised', async () => {
+    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_cols_${randomUUID().slice(0, 8)}` });
+    await store.migrate();
+    await store.migrate(); // idempotent
+    try {
+      const loc = randomUUID();
+      const sensor = randomUUID();
+      const fuel = randomUUID();
+      const weigh = randomUUID();
+      await store.write([
+        put('acme', {
+          id: loc,
+          eventType: 'locationUpdateEvent',
+          creationDate: '2024-03-01T10:00:00.250Z',
+          vehicle: { associationType: 'inline', entity: { id: V1, entityType: 'vehicle' } },
+          references: [ref('trip', T1)],
+          geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.3, speed: { value: 10, unit: 'm/s' }, heading: { value: 90, unit: 'deg' } },
+        }),
+        put('acme', { id: sensor, eventType: 'sensorUpdateEvent', creationDate: '2024-03-01T10:00:01Z', sensor: ref('sensor', 'd0d0d0d0-0000-4000-8000-000000000001'), value: { value: -18.5, unit: 'Cel' } }),
+        put('acme', { id: fuel, eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T11:00:00Z', vehicle: ref('vehicle', V1), trip: { associationType: 'inline', entity: { id: T1 } }, fuel: 'diesel', amount: { value: 2, unit: 'gal' } }, 4),
+        put('acme', { id: weigh, eventType: 'weighEvent', creationDate: '2024-03-01T12:00:00Z', vehicle: ref('vehicle', V1), weighingResult: { weighingType: 'tare', weight: { value: 7.5, unit: 't' } } }),
+      ]);
+      const rows = await store.query<Record<string, unknown>>(
+        `SELECT * FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 ORDER BY event_time_ms`,
+      );
+      expect(rows).toHaveLength(4);
+      const [l, s, f, w] = rows as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
+      expect(l).toMatchObject({
+        event_id: loc,
+        event_type: 'locationUpdateEvent',
+        event_time: '2024-03-01 10:00:00',
+        event_time_ms: String(Date.parse('2024-03-01T10:00:00.250Z')),
+        vehicle_id: V1,
+        trip_id: T1,
+        sensor_id: '',
+        lat: 52.1,
+        lon: 4.3,
+        speed: 10,
+        speed_unit: 'm/s',
+        speed_kmh: 36,
+        heading: 90,
+        amount: null,
+        lifecycle_rank: 0,
+        lifecycle: '',
+      });
+      expect(s).toMatchObject({ event_id: sensor, sensor_id: 'd0d0d0d0-0000-4000-8000-000000000001', vehicle_id: '', sensor_value: -18.5, sensor_unit: 'Cel', lat: null });
+      expect(f).toMatchObject({
+        event_id: fuel,
+        vehicle_id: V1,
+        trip_id: T1,
+        lifecycle: 'actual',
+        lifecycle_rank: 4,
+        fuel_type: 'diesel',
+        amount: 2,
+        amount_unit: 'gal',
+        amount_normalised: 7.570823568,
+        amount_normalised_unit: 'l',
+      });
+      expect(w).toMatchObject({ event_id: weigh, weight: 7.5, weight_unit: 't', weight_kg: 7500, weighing_type: 'tare' });
+
+      // moving an event to another vehicle and time leaves one live row; a delete leaves none
+      const moved = { id: loc, eventType: 'locationUpdateEvent', creationDate: '2024-03-05T10:00:00Z', vehicle: ref('vehicle', V2), geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 } };
+      await store.write([put('acme', moved)]);
+      const live = await store.query<{ vehicle_id: string; lat: number }>(
+        `SELECT vehicle_id, lat FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 AND event_id = '${loc}'`,
+      );
+      expect(live).toEqual([{ vehicle_id: V2, lat: 1 }]);
+      await store.write([{ op: 'delete', tenant: 'acme', kind: 'events', key: fuel }]);
+      const left = await store.query<{ n: string }>(`SELECT count() AS n FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0`);
+      expect(Number(left[0]!.n)).toBe(3);
+      expect(await store.get('acme', 'events', fuel)).toBeUndefined();
+    } finally {
+      await store.dropDatabase();
+      await store.close();
+    }
+  });
+
+  it('reports an unreachable server as a retryable 503 and not ready', async () => {
+    const store = new ClickHouseEventStore({ url: 'http://127.0.0.1:1', requestTimeoutMs: 1_000 });
+    expect(await store.ready()).toBe(false);
+    await expect(store.get('t', 'events', randomUUID())).rejects.toMatchObject({ status: 503, retryable: true });
+    await store.close();
+  });
+
+  describe('docs/analytics.md', () => {
+    const md = fs.readFileSync(fileURLToPath(new URL('../../../docs/analytics.md', import.meta.url)), 'utf8');
+    const blocks = [...md.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
+    const named = new Map(blocks.filter((b) => b.startsWith('-- name: ')).map((b) => [/^-- name: (\S+)/.exec(b)![1]!, b]));
+    let store: ClickHouseEventStore;
+
+    beforeAll(async () => {
+      // the doc's queries name database `otm`: a fresh server is ours alone
+      store = new ClickHouseEventStore({ url: ch.url, database: 'otm' });
+      await store.migrate();
+      const ev = (id: string, over: Record<string, unknown>) => ({ id, creationDate: '2024-03-01T08:00:00Z', ...over });
+      const fuel = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>
+        ev(id, { eventType: 'fuelConsumedEvent', creationDate: `${day}T09:00:00Z`, vehicle, amount: { value: amount, unit }, ...over });
+      const co2 = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>
+        ev(id, { eventType: 'emissionEvent', creationDate: `${day}T10:00:00Z`, vehicle, amount: { value: amount, unit }, ...over });
+      const loc = (id: string, ms: number, lat: number, lon: number) =>
+        ev(id, { eventType: 'locationUpdateEvent', creationDate: new Date(ms).toISOString(), vehicle: ref('vehicle', V1), geoReference: { type: 'latLonPointGeoReference', lat, lon } });
+      const u = () => randomUUID();
+      const f3 = u();
+      const e3 = u();
+      const farAway = u();
+      const t0 = Date.parse('2024-03-01T06:00:00Z');
+      const replayed = [put('acme', co2(u(), '2024-03-01', ref('vehicle', V1), 0.002, 't'))];
+      await store.write([
+        put('acme', fuel(u(), '2024-03-01', ref('vehicle', V1), 10, 'l', { lifecycle: 'actual', trip: { associationType: 'inline', entity: { id: T1 } } }), 4),
+        put('acme', fuel(u(), '2024-03-01', ref('vehicle', V1), 500, 'ml', { references: [ref('trip', T1)] })),
+        put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 2, 'gal', { lifecycle: 'projected' }), 3),
+        put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 3, 'l', { lifecycle: 'actual' }), 4),
+        put('acme', co2(u(), '2024-03-01', ref('vehicle', V1), 1500, 'g', { trip: ref('trip', T1) })),
+        ...replayed,
+        put('acme', co2(e3, '2024-03-01', ref('vehicle', V1), 100, 'kg')),
+        put('acme', fuel(u(), '2024-03-02', { associationType: 'inline', entity: { id: V1, entityType: 'vehicle' } }, 20, 'litre')),
+        put('acme', fuel(u(), '2024-03-02', ref('vehicle', V2), 5000, 'Wh', { fuel: 'electricity' })),
+        put('acme', co2(u(), '2024-03-02', ref('vehicle', V2), 3, 'kg')),
+        put('other', fuel(u(), '2024-03-01', ref('vehicle', V1), 999, 'l')),
+        // locations of V1 on March 1st, out of order, one replayed, one deleted
+        put('acme', loc(u(), t0 + 120_000, 52.1, 4.1)),
+        put('acme', loc(u(), t0, 52.0, 4.0)),
+        put('acme', loc(u(), t0 + 60_000, 52.0, 4.1)),
+        put('acme', loc(farAway, t0 + 90_000, 10, 10)),
+      ]);
+      await store.write(replayed);
+      await store.write([
+        { op: 'delete', tenant: 'acme', kind: 'events', key: e3 },
+        { op: 'delete', tenant: 'acme', kind: 'events', key: farAway },
+      ]);
+    });
+    afterAll(async () => {
+      await store?.dropDatabase();
+      await store?.close();
+    });
+
+    it('shows the DDL the store runs, verbatim', () => {
+      const ddl = blocks.filter((b) => b.startsWith('CREATE'));
+      expect(ddl).toEqual(eventStoreDdl('otm'));
+    });
+
+    it('runs every SQL block as written', async () => {
+      expect(blocks.length).toBeGreaterThanOrEqual(7);
+      for (const sql of blocks) await store.query(sql).catch((e: unknown) => {
+        throw new Error(`docs/analytics.md query failed: ${String(e)}\n${sql}`);
+      });
+    });
+
+    it('fuel and CO2 per vehicle per day', async () => {
+      const rows = await store.query(named.get('fuel_co2_per_vehicle_day')!);
+      expect(rows).toEqual([
+        { vehicle_id: V1, day: '2024-03-01', fuel_l: 13.5, fuel_kg: 0, energy_kwh: 0, co2_kg: 3.5 },
+        { vehicle_id: V1, day: '2024-03-02', fuel_l: 20, fuel_kg: 0, energy_kwh: 0, co2_kg: 0 },
+        { vehicle_id: V2, day: '2024-03-02', fuel_l: 0, fuel_kg: 0, energy_kwh: 5, co2_kg: 3 },
+      ]);
+    });
+
+    it('fuel and CO2 per trip', async () => {
+      const rows = await store.query<Record<string, unknown>>(named.get('fuel_co2_per_trip')!);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ trip_id: T1, vehicles: [V1], fuel_l: 10.5, energy_kwh: 0, co2_kg: 1.5 });
+    });
+
+    it('distance per vehicle per day', async () => {
+      const rows = await store.query<{ vehicle_id: string; day: string; positions: number; km: number }>(named.get('distance_per_vehicle_day')!);
+      const hav = (lat1: number, lon1: number, lat2: number, lon2: number) => {
+        const r = (d: number) => (d * Math.PI) / 180;
+        const a = Math.sin(r(lat2 - lat1) / 2) ** 2 + Math.cos(r(lat1)) * Math.cos(r(lat2)) * Math.sin(r(lon2 - lon1) / 2) ** 2;
+        return 2 * 6371.0088 * Math.asin(Math.sqrt(a));
+      };
+      const expected = hav(52.0, 4.0, 52.0, 4.1) + hav(52.0, 4.1, 52.1, 4.1);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ vehicle_id: V1, day: '2024-03-01', positions: 3 });
+      expect(Math.abs(rows[0]!.km - expected) / expected).toBeLessThan(0.005);
+    });
+
+    it("one vehicle's track with documents", async () => {
+      const rows = await store.query<{ lat: number; doc: string }>(named.get('vehicle_track_with_documents')!);
+      expect(rows.map((r) => r.lat)).toEqual([52.0, 52.0, 52.1]);
+      expect(JSON.parse(rows[0]!.doc).eventType).toBe('locationUpdateEvent');
+    });
+  });
+});

@@ -1,0 +1,81 @@
+/** Unit tests (no I/O): unit normalisation and the analyst columns of an event. */
+import { describe, expect, it } from 'vitest';
+import { eventColumns, normaliseQuantity, speedKmh } from '../src/index.js';
+
+describe('normaliseQuantity', () => {
+  it.each([
+    [1500, 'g', 1.5, 'kg'],
+    [2, 't', 2000, 'kg'],
+    [3, 'kg CO2e', 3, 'kg'],
+    [1, 'lb', 0.45359237, 'kg'],
+    [500, 'ml', 0.5, 'l'],
+    [10, 'L', 10, 'l'],
+    [10, 'litres', 10, 'l'],
+    [1, 'm3', 1000, 'l'],
+    [2, 'gal', 7.570823568, 'l'],
+    [5000, 'Wh', 5, 'kWh'],
+    [2, 'MWh', 2000, 'kWh'],
+    [3.6, 'MJ', 1, 'kWh'],
+  ] as const)('%s %s = %s %s', (value, unit, out, outUnit) => {
+    expect(normaliseQuantity(value, unit)).toEqual({ value: out, unit: outUnit });
+  });
+  it('leaves unknown units alone', () => {
+    expect(normaliseQuantity(1, 'furlong')).toBeUndefined();
+    expect(normaliseQuantity(Number.NaN, 'kg')).toBeUndefined();
+  });
+  it('speeds', () => {
+    expect(speedKmh(10, 'm/s')).toBe(36);
+    expect(speedKmh(50, 'km/h')).toBe(50);
+    expect(speedKmh(1, 'parsec/s')).toBeUndefined();
+  });
+});
+
+describe('eventColumns', () => {
+  it('takes ids from inline entities, references and the references array', () => {
+    const c = eventColumns(
+      {
+        eventType: 'locationUpdateEvent',
+        lifecycle: 'actual',
+        creationDate: '2024-03-01T10:00:00.250Z',
+        vehicle: { associationType: 'inline', entity: { id: 'AAAAAAAA-0000-4000-8000-000000000001', entityType: 'vehicle' } },
+        references: [
+          { associationType: 'reference', entityType: 'trip', uuid: 'aaaaaaaa-0000-4000-8000-000000000002' },
+          { associationType: 'inline', entity: { entityType: 'sensor', id: 'aaaaaaaa-0000-4000-8000-000000000003' } },
+        ],
+        geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.3, speed: { value: 10, unit: 'm/s' }, heading: { value: 90, unit: 'deg' } },
+      },
+      0,
+    );
+    expect(c).toMatchObject({
+      event_type: 'locationUpdateEvent',
+      lifecycle: 'actual',
+      event_time_ms: Date.parse('2024-03-01T10:00:00.250Z'),
+      vehicle_id: 'aaaaaaaa-0000-4000-8000-000000000001',
+      trip_id: 'aaaaaaaa-0000-4000-8000-000000000002',
+      sensor_id: 'aaaaaaaa-0000-4000-8000-000000000003',
+      lat: 52.1,
+      lon: 4.3,
+      speed: 10,
+      speed_unit: 'm/s',
+      speed_kmh: 36,
+      heading: 90,
+      heading_unit: 'deg',
+    });
+  });
+  it('falls back to the acceptance time and leaves absent measurements null', () => {
+    const c = eventColumns({ eventType: 'startEngineEvent', geoReference: { type: 'addressGeoReference' } }, 1234);
+    expect(c).toMatchObject({ event_time_ms: 1234, lat: null, lon: null, vehicle_id: '', amount: null, sensor_value: null });
+  });
+  it('reads weigh results and GeoJSON points', () => {
+    const c = eventColumns(
+      {
+        eventType: 'weighEvent',
+        weighingResult: { weighingType: 'calibrated', weight: { value: 12.5, unit: 't' } },
+        transportEquipment: { associationType: 'reference', entityType: 'transportEquipment', uuid: 'x-1' },
+        geoReference: { type: 'Feature', geometry: { type: 'Point', coordinates: [4.3, 52.1] } },
+      },
+      0,
+    );
+    expect(c).toMatchObject({ weight: 12.5, weight_unit: 't', weight_kg: 12500, weighing_type: 'calibrated', transport_equipment_id: 'x-1', lat: 52.1, lon: 4.3 });
+  });
+});

@@ -1,0 +1,128 @@
+/** KafkaBus behaviour beyond the Bus contract: dead letters, readiness, Kafka going away. */
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
+import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../test/infra/services.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, ensureTopics } from '../src/index.js';
+
+const env = (topic: string, key: string, n: number): Envelope => ({
+  topic: topic as Topic,
+  key,
+  message: { v: 1, op: 'delete', tenant: 't', kind: 'trips', key: `${key}#${n}`, acceptedAt: n },
+});
+
+async function eventually(check: () => void | Promise<void>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return void (await check());
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+}
+
+const enabled = integrationEnabled('KafkaBus (librdkafka mock cluster)');
+describe.skipIf(!enabled)('KafkaBus', () => {
+  let kafka: KafkaService;
+  const topic = `kb-${randomUUID().slice(0, 8)}`;
+
+  beforeAll(async () => {
+    requireServices(['kafka']);
+    kafka = await startKafka({ topics: { [topic]: 2, [TOPICS.deadLetter]: 1 } });
+  });
+  afterAll(async () => {
+    await kafka?.stop();
+  });
+
+  it('sends a message that can never be applied to the dead-letter topic with its reason, and goes on', async () => {
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS });
+    const applied: number[] = [];
+    const sub = await bus.subscribe(topic as Topic, `g-${randomUUID()}`, async (batch) => {
+      if (batch.some((e) => e.message.acceptedAt === 2)) {
+        throw new OtmServiceError('invalidDocument', 400, 'cannot apply #2', { retryable: false });
+      }
+      for (const e of batch) applied.push(e.message.acceptedAt);
+    });
+    await sub.joined;
+    await bus.publish([env(topic, 'same', 1), env(topic, 'same', 2), env(topic, 'same', 3)]);
+    // and a raw message that is not JSON at all
+    const raw = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).producer();
+    await raw.connect();
+    await raw.send({ topic, acks: -1, messages: [{ key: 'same', value: 'not json' }] });
+    await raw.disconnect();
+    await bus.publish([env(topic, 'same', 4)]);
+    await eventually(() => expect(applied).toEqual([1, 3, 4]));
+
+    const dead: { value: string; headers: Record<string, string> }[] = [];
+    const reader = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `dlq-${randomUUID()}`, ...FAST_CONSUMER_SETTINGS });
+    await reader.connect();
+    await reader.subscribe({ topic: TOPICS.deadLetter, fromBeginning: true });
+    await reader.run({
+      eachMessage: async ({ message }) => {
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+        dead.push({ value: message.value!.toString(), headers });
+      },
+    });
+    await eventually(() => expect(dead).toHaveLength(2));
+    await reader.disconnect();
+    expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(2);
+    expect(dead[0]!.headers).toMatchObject({ reason: 'cannot apply #2', code: 'invalidDocument', 'original-topic': topic, 'original-key': 'same' });
+    expect(dead[0]!.headers['original-partition']).toMatch(/^\d+$/);
+    expect(dead[0]!.headers['original-offset']).toMatch(/^\d+$/);
+    expect(dead[1]!.value).toBe('not json');
+    expect(dead[1]!.headers.code).toBe('invalidMessage');
+    await bus.close();
+  });
+
+  it('ensureTopics logs and continues when the cluster refuses CreateTopics (the mock does)', async () => {
+    const bus = new KafkaBus({ brokers: kafka.brokers });
+    const admin = bus.client.admin();
+    await admin.connect();
+    const warnings: string[] = [];
+    const logger = { info: () => {}, warn: (_o: unknown, msg: string) => warnings.push(msg) } as never;
+    const ok = await ensureTopics(admin, { [`x-${randomUUID()}`]: 3 }, { logger, timeoutMs: 2_000 });
+    expect(ok).toBe(false);
+    expect(warnings).toHaveLength(1);
+    await admin.disconnect();
+    await bus.close();
+  });
+
+  it('when Kafka is unreachable, publish rejects with a retryable 503 within its bound and ready() says no', async () => {
+    const own = await startKafka({ topics: { [topic]: 1 } });
+    const bus = new KafkaBus({ brokers: own.brokers, publishTimeoutMs: 2_000, readyTimeoutMs: 1_000 });
+    try {
+      await bus.publish([env(topic, 'k', 1)]);
+      expect(await bus.ready()).toBe(true);
+      await own.kill();
+      for (let i = 0; i < 2; i++) {
+        const t0 = Date.now();
+        const err = await bus.publish([env(topic, 'k', 2)]).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        const took = Date.now() - t0;
+        expect(err).toBeInstanceOf(OtmServiceError);
+        expect(err).toMatchObject({ status: 503, retryable: true, code: 'unavailable' });
+        expect((err as OtmServiceError).headers['retry-after']).toMatch(/^\d+$/);
+        expect(took).toBeLessThan(2_500);
+      }
+      const t0 = Date.now();
+      expect(await bus.ready()).toBe(false);
+      expect(Date.now() - t0).toBeLessThan(1_500);
+    } finally {
+      await bus.close();
+      await own.stop();
+    }
+  });
+
+  it('when no broker ever answered, publish still rejects within its bound', async () => {
+    const bus = new KafkaBus({ brokers: ['127.0.0.1:1'], publishTimeoutMs: 1_000 });
+    const t0 = Date.now();
+    await expect(bus.publish([env(topic, 'k', 1)])).rejects.toMatchObject({ status: 503 });
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    await bus.close();
+  });
+});

@@ -1,0 +1,57 @@
+/** RedisEntityStore beyond the EntityStore contract: key layout, restarts, Redis going away. */
+import { randomUUID } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../test/infra/services.js';
+import { RedisEntityStore } from '../src/index.js';
+
+const enabled = integrationEnabled('RedisEntityStore (own redis-server)');
+describe.skipIf(!enabled)('RedisEntityStore', () => {
+  let redis: RedisService;
+  beforeAll(async () => {
+    requireServices(['redis']);
+    redis = await startRedis({ own: true });
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('keeps one hash per entity under a cluster hash tag, encoded like the LMDB store', async () => {
+    const store = new RedisEntityStore({ url: redis.url, prefix: 'kl' });
+    const key = randomUUID();
+    await store.unit(async (tx) => {
+      tx.put('acme:x{y}', { kind: 'trips', key, lifecycleRank: 4, json: '{"a":1}', stamp: { modified: 5, acceptedAt: 6 } });
+      tx.addHolder('acme:x{y}', { kind: 'trips', key }, { kind: 'consignments', key: 'c1', lifecycleRank: 0 });
+      tx.addPending('acme:x{y}', 'trips', key, { acceptedAt: 7, eventKey: 'e1', event: { x: 1 } });
+    });
+    const raw = new Redis(redis.url);
+    const tag = `{acme%3Ax%7By%7D:trips:${key}}`;
+    expect(await raw.hgetall(`kl:e:${tag}`)).toEqual({ '4': '5 6\n{"a":1}' });
+    expect(await raw.smembers(`kl:h:${tag}`)).toEqual(['consignments\u0000c1\u00000']);
+    expect(await raw.zrange(`kl:p:${tag}`, '0', '-1', 'WITHSCORES')).toEqual(['000000000000007\u0000e1', '7']);
+    expect(await raw.hget(`kl:pe:${tag}`, '000000000000007\u0000e1')).toBe('{"acceptedAt":7,"eventKey":"e1","event":{"x":1}}');
+    await raw.quit();
+    await store.close();
+  });
+
+  it('acknowledged units survive a restart of Redis (appendonly yes, appendfsync always)', async () => {
+    const store = new RedisEntityStore({ url: redis.url, prefix: 'rs' });
+    const key = randomUUID();
+    await store.unit(async (tx) => tx.put('t', { kind: 'trips', key, lifecycleRank: 0, json: '{}', stamp: { modified: 0, acceptedAt: 1 } }));
+    await redis.restart();
+    const again = new RedisEntityStore({ url: redis.url, prefix: 'rs' });
+    expect((await again.get('t', 'trips', key))?.json).toBe('{}');
+    await again.close();
+    await store.close();
+  });
+
+  it('answers a retryable 503 within its bound when Redis is unreachable, and is not ready', async () => {
+    const store = new RedisEntityStore({ url: 'redis://127.0.0.1:1', commandTimeoutMs: 800 });
+    const t0 = Date.now();
+    await expect(store.get('t', 'trips', randomUUID())).rejects.toMatchObject({ status: 503, retryable: true });
+    await expect(store.unit(async (tx) => tx.delete('t', 'trips', 'k'))).rejects.toMatchObject({ status: 503 });
+    expect(await store.ready()).toBe(false);
+    expect(Date.now() - t0).toBeLessThan(3_000);
+    await store.close();
+  });
+});

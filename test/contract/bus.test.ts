@@ -1,0 +1,60 @@
+/** The Bus contract against the in-process MemoryBus and the KafkaBus on a real Kafka-protocol broker. */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe } from 'vitest';
+import { TOPICS, type Subscription, type Topic } from '@otm/core';
+import { MemoryBus } from '@otm/embedded';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, type KafkaSubscription } from '@otm/distributed';
+import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../infra/services.js';
+import { busContract } from './bus.contract.js';
+
+busContract('MemoryBus', async () => {
+  const bus = new MemoryBus({ partitions: 4, maxBatch: 50 });
+  return {
+    bus,
+    capabilities: { retains: false, groupMembers: false },
+    topic: () => `contract-${randomUUID()}` as Topic,
+    joined: async () => {},
+    peer: async () => bus,
+    close: () => bus.close(),
+  };
+}, { groupMembers: false });
+
+const enabled = integrationEnabled('Bus contract: KafkaBus (librdkafka mock cluster)');
+describe.skipIf(!enabled)('on Kafka', () => {
+  let kafka: KafkaService;
+  const suffix = randomUUID().slice(0, 8);
+  const topics = Array.from({ length: 12 }, (_, i) => `contract-${suffix}-${i}`);
+  let next = 0;
+
+  beforeAll(async () => {
+    requireServices(['kafka']);
+    kafka = await startKafka({ topics: { ...Object.fromEntries(topics.map((t) => [t, 4])), [TOPICS.deadLetter]: 1 }, brokers: 3 });
+  });
+  afterAll(async () => {
+    await kafka?.stop();
+  });
+
+  busContract('KafkaBus', async () => {
+    const make = () => new KafkaBus({ brokers: kafka.brokers, clientId: 'contract', consumer: FAST_CONSUMER_SETTINGS });
+    const bus = make();
+    const peers: KafkaBus[] = [];
+    return {
+      bus,
+      capabilities: { retains: true, groupMembers: true },
+      topic: () => {
+        const t = topics[next++];
+        if (!t) throw new Error('out of pre-created topics');
+        return t as Topic;
+      },
+      joined: (sub: Subscription) => (sub as KafkaSubscription).joined,
+      peer: async () => {
+        const p = make();
+        peers.push(p);
+        return p;
+      },
+      close: async () => {
+        await Promise.all([bus.close(), ...peers.map((p) => p.close())]);
+      },
+    };
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * The contract of the EventStore port (packages/core/src/ports.ts), run against every adapter:
+ * documents by (tenant, kind, key, lifecycle rank), the latest lifecycle by default, deletes of
+ * every version, idempotent replays.
+ */
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { DocumentWrite, EventStore } from '@otm/core';
+
+export interface EventStoreFixture {
+  readonly store: EventStore;
+  close(): Promise<void>;
+}
+
+const location = (id: string, over: Record<string, unknown> = {}) => ({
+  id,
+  eventType: 'locationUpdateEvent',
+  creationDate: '2024-03-01T10:00:00.250Z',
+  vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01' },
+  geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.3 },
+  ...over,
+});
+
+export const putEvent = (tenant: string, doc: Record<string, unknown>, rank = 0): DocumentWrite => ({
+  op: 'put',
+  tenant,
+  doc: { kind: 'events', key: doc.id as string, lifecycleRank: rank, json: JSON.stringify(doc), value: doc },
+});
+const del = (tenant: string, key: string): DocumentWrite => ({ op: 'delete', tenant, kind: 'events', key });
+
+export function eventStoreContract(name: string, factory: () => Promise<EventStoreFixture>): void {
+  describe(`EventStore contract: ${name}`, () => {
+    let fx: EventStoreFixture | undefined;
+    const open = async () => (fx = await factory());
+    afterEach(async () => {
+      await fx?.close();
+      fx = undefined;
+    });
+
+    it('returns what was written, byte for byte, and nothing for an unknown id', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      const doc = location(id, { name: "O'Brien \\ \"quoted\" \u00e9\n" });
+      await store.write([putEvent('t1', doc)]);
+      const got = await store.get('t1', 'events', id);
+      expect(got).toMatchObject({ kind: 'events', key: id, lifecycleRank: 0, json: JSON.stringify(doc) });
+      expect(await store.get('t1', 'events', randomUUID())).toBeUndefined();
+    });
+
+    it('keeps every lifecycle version and answers the latest unless asked for one', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      await store.write([
+        putEvent('t1', location(id, { lifecycle: 'planned' }), 2),
+        putEvent('t1', location(id, { lifecycle: 'realized' }), 5),
+      ]);
+      await store.write([putEvent('t1', location(id), 0)]);
+      expect((await store.get('t1', 'events', id))?.lifecycleRank).toBe(5);
+      expect(JSON.parse((await store.get('t1', 'events', id))!.json).lifecycle).toBe('realized');
+      expect(JSON.parse((await store.get('t1', 'events', id, 2))!.json).lifecycle).toBe('planned');
+      expect((await store.get('t1', 'events', id, 0))?.lifecycleRank).toBe(0);
+      expect(await store.get('t1', 'events', id, 3)).toBeUndefined();
+    });
+
+    it('a replayed batch reads back once, and a newer version replaces an older one', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      const batch = [putEvent('t1', location(id)), putEvent('t1', location(randomUUID()))];
+      await store.write(batch);
+      await store.write(batch);
+      expect((await store.get('t1', 'events', id))?.json).toBe(JSON.stringify(location(id)));
+      const moved = location(id, { geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 } });
+      await store.write([putEvent('t1', moved)]);
+      expect((await store.get('t1', 'events', id))?.json).toBe(JSON.stringify(moved));
+    });
+
+    it('delete removes every lifecycle version at once; a later put brings it back', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      const other = randomUUID();
+      await store.write([putEvent('t1', location(id), 1), putEvent('t1', location(id), 4), putEvent('t1', location(other))]);
+      await store.write([del('t1', id)]);
+      expect(await store.get('t1', 'events', id)).toBeUndefined();
+      expect(await store.get('t1', 'events', id, 1)).toBeUndefined();
+      expect(await store.get('t1', 'events', other)).toBeDefined();
+      await store.write([del('t1', randomUUID())]); // unknown: nothing happens
+      await store.write([putEvent('t1', location(id, { name: 'again' }))]);
+      expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('again');
+      expect(await store.get('t1', 'events', id, 4)).toBeUndefined();
+    });
+
+    it('applies the writes of one call in order (put then delete, delete then put)', async () => {
+      const { store } = await open();
+      const a = randomUUID();
+      const b = randomUUID();
+      await store.write([putEvent('t1', location(b))]);
+      await store.write([putEvent('t1', location(a)), del('t1', a), del('t1', b), putEvent('t1', location(b, { name: 'b2' }))]);
+      expect(await store.get('t1', 'events', a)).toBeUndefined();
+      expect(JSON.parse((await store.get('t1', 'events', b))!.json).name).toBe('b2');
+    });
+
+    it('keeps tenants apart', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      await store.write([putEvent('t1', location(id, { name: 'one' })), putEvent('t2', location(id, { name: 'two' }))]);
+      expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('one');
+      expect(JSON.parse((await store.get('t2', 'events', id))!.json).name).toBe('two');
+      expect(await store.get('t3', 'events', id)).toBeUndefined();
+      await store.write([del('t1', id)]);
+      expect(await store.get('t1', 'events', id)).toBeUndefined();
+      expect(await store.get('t2', 'events', id)).toBeDefined();
+    });
+
+    it('takes a batch of thousands of events in one call', async () => {
+      const { store } = await open();
+      const ids = Array.from({ length: 3000 }, () => randomUUID());
+      await store.write(ids.map((id) => putEvent('t1', location(id))));
+      for (const id of [ids[0]!, ids[1499]!, ids[2999]!]) expect((await store.get('t1', 'events', id))?.key).toBe(id);
+    });
+
+    it('is ready', async () => {
+      const { store } = await open();
+      expect(await store.ready()).toBe(true);
+    });
+  });
+}
