@@ -13,9 +13,14 @@ export interface Running {
 }
 
 /** Runs `otm serve` on a free loopback port; resolves once it listens. */
-export async function startServe(env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
+export function startServe(env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
+  return startOtm(['serve'], env, timeoutMs);
+}
+
+/** Runs an `otm` command that serves HTTP (serve, ingress, query, worker) on a free loopback port. */
+export async function startOtm(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
   if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
-  const child = spawn(process.execPath, [OTM_BIN, 'serve'], {
+  const child = spawn(process.execPath, [OTM_BIN, ...args], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -24,7 +29,7 @@ export async function startServe(env: Record<string, string>, timeoutMs = 20_000
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`otm serve did not start: ${out} ${err}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`otm ${args[0]} did not start: ${out} ${err}`)), timeoutMs);
     const check = () => {
       const m = /listening on (http:\/\/[^\s]+)/.exec(out);
       if (m?.[1]) {
@@ -35,7 +40,7 @@ export async function startServe(env: Record<string, string>, timeoutMs = 20_000
     child.stdout!.on('data', check);
     child.on('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`otm serve exited with ${code}: ${out} ${err}`));
+      reject(new Error(`otm ${args[0]} exited with ${code}: ${out} ${err}`));
     });
   });
   return { child, url, stdout: () => out };

@@ -75,6 +75,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     },
   );
 
+  // NDJSON (one document per line) for bulk requests: kept as text, split and parsed per line by the route.
+  app.addContentTypeParser(/^application\/(x-)?ndjson$/i, { parseAs: 'string' }, (_req, body, done) => {
+    done(null, { ndjson: body as unknown as string });
+  });
+
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const scope = req.routeOptions.config?.scope;
     if (scope === undefined) return;

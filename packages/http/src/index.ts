@@ -1,3 +1,3 @@
 export { createHttpApp, methodNotAllowed, type HttpAppOptions } from './app.js';
-export { parseJsonBody, exceedsDepth } from './json-body.js';
+export { parseJsonBody } from './json-body.js';
 export { kindParam, uuidParam, onlyQuery } from './params.js';

@@ -4,6 +4,7 @@
  */
 import { holdingMember, inlineEntities, validateEntity, type KindSegment, type OtmError } from '@otm/model';
 import {
+  OtmServiceError,
   TOPICS,
   applyUpdate,
   associationPlan,
@@ -81,6 +82,11 @@ function subKindStub(kind: KindSegment, entityType: unknown): Record<string, unk
   return undefined;
 }
 
+/** One item of a bulk request: a parsed document, or why its line could not be parsed. */
+export type BulkItem = { readonly doc: unknown } | { readonly error: OtmError };
+/** Per item: its id (accepted) or the model's error items (rejected). */
+export type BulkResult = { index: number; id: string; key: string } | { index: number; errors: OtmError[] };
+
 export class Ingress {
   private readonly now: () => number;
 
@@ -140,12 +146,48 @@ export class Ingress {
     return key;
   }
 
-  async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
+  /** Checks a document and makes its bus messages, without publishing them; throws a 400. */
+  async prepare(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted & { envelopes: Envelope[] }> {
     const accepted = this.check(kind, body);
     const partitionKey = kind === 'events' ? await this.checkEffect(tenant, accepted.doc, accepted.key) : accepted.key;
     const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
-    await this.deps.bus.publish(envelopesFor(message, partitionKey));
+    return { ...accepted, envelopes: envelopesFor(message, partitionKey) };
+  }
+
+  async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
+    const { envelopes, ...accepted } = await this.prepare(tenant, kind, body);
+    await this.deps.bus.publish(envelopes);
     return accepted;
+  }
+
+  /**
+   * Many documents of one kind at once: each is checked like a single PUT; the valid ones are
+   * published together (one bus publish) and answered once the bus acknowledged them all. With
+   * `atomic`, one invalid document means none is accepted.
+   */
+  async bulk(tenant: string, kind: KindSegment, items: readonly BulkItem[], atomic: boolean): Promise<BulkResult[]> {
+    const results: BulkResult[] = [];
+    const envelopes: Envelope[] = [];
+    for (const [index, item] of items.entries()) {
+      if ('error' in item) {
+        results.push({ index, errors: [item.error] });
+        continue;
+      }
+      try {
+        const p = await this.prepare(tenant, kind, item.doc);
+        results.push({ index, id: p.doc.id as string, key: p.key });
+        envelopes.push(...p.envelopes);
+      } catch (e) {
+        if (e instanceof OtmServiceError && e.status === 400) results.push({ index, errors: e.items as OtmError[] });
+        else throw e;
+      }
+    }
+    const rejected = results.some((r) => 'errors' in r);
+    if (atomic && rejected) {
+      return results.map((r) => ('errors' in r ? r : { index: r.index, errors: [{ type: 'invalidField', field: '$', message: 'not accepted: another item of this atomic request is invalid' }] }));
+    }
+    if (envelopes.length > 0) await this.deps.bus.publish(envelopes);
+    return results;
   }
 
   /** Deletes every lifecycle version of the entity; 404 when there is none. */

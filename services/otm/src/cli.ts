@@ -1,42 +1,48 @@
-/** The `otm` command: `serve` (all-in-one) and `validate`. */
-import { ConfigError, createLogger, loadConfig } from '@otm/core';
-import { createEmbeddedService } from './embedded.js';
+/** The `otm` command: the all-in-one service, the distributed roles, migrate and validate. */
+import { ConfigError, createLogger, loadConfig, type Config, type Logger, type TokenEntry } from '@otm/core';
+import { openAdapters } from './adapters.js';
+import { ALL_ROLES, createService, type Roles } from './service.js';
 import { keptToken } from './token-file.js';
 import { runValidate } from './validate-cmd.js';
 
 const USAGE = `usage: otm <command>
 
 commands:
-  serve                         the all-in-one embedded service (HTTP on HOST:PORT, data in OTM_DATA_DIR)
+  serve                         the all-in-one service (HTTP on HOST:PORT; by default embedded, data in OTM_DATA_DIR)
+  ingress                       the distributed ingress: PUT and DELETE, published to the bus
+  query                         the distributed query service: GET
+  worker [--entities] [--telemetry]
+                                the workers (both unless one is named): bus to stores
+  migrate                       create the ClickHouse tables and Kafka topics (idempotent)
   validate [--kind K] <file...> check OTM documents offline, with the same errors as the API
   help                          this text
 
-configuration: environment variables, see the README (PORT, HOST, OTM_DATA_DIR, OTM_TOKENS, ...)`;
+configuration: environment variables, see the README (PORT, HOST, OTM_DATA_DIR, OTM_TOKENS, OTM_BUS, ...)`;
 
-async function serve(): Promise<number> {
-  const config = loadConfig();
-  const logger = createLogger(config.logLevel);
-  let tokens = config.tokens;
-  let notice: string;
-  if (tokens === undefined) {
-    const kept = keptToken(config.dataDir);
-    tokens = kept.entries;
-    notice =
-      `OTM_TOKENS is not set: ${kept.created ? 'created' : 'using'} a read+write token for tenant 'default', kept in ${kept.file}\n` +
-      `  Authorization: Bearer ${kept.token}`;
-  } else {
-    notice = `authenticate with a token from OTM_TOKENS: Authorization: Bearer <token>`;
+function tokensFor(config: Config, command: string): { tokens: readonly TokenEntry[]; notice: string } {
+  if (config.tokens !== undefined) {
+    return { tokens: config.tokens, notice: 'authenticate with a token from OTM_TOKENS: Authorization: Bearer <token>' };
   }
-  const service = await createEmbeddedService(config, tokens, logger);
-  const address = await service.app.listen({ port: config.port, host: config.host });
-  process.stdout.write(`otm serve: listening on ${address} (data in ${config.dataDir})\n${notice}\n`);
+  if (command !== 'serve') {
+    // Several stateless processes must agree on their tokens: they come from the environment.
+    throw new ConfigError('OTM_TOKENS', `is required by otm ${command}`);
+  }
+  const kept = keptToken(config.dataDir);
+  return {
+    tokens: kept.entries,
+    notice:
+      `OTM_TOKENS is not set: ${kept.created ? 'created' : 'using'} a read+write token for tenant 'default', kept in ${kept.file}\n` +
+      `  Authorization: Bearer ${kept.token}`,
+  };
+}
 
+function onSignals(logger: Logger, close: () => Promise<void>): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down');
-    service.close().then(
+    close().then(
       () => process.exit(0),
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed');
@@ -46,7 +52,54 @@ async function serve(): Promise<number> {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
+}
+
+async function run(command: string, roles: Roles): Promise<number> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel).child({ role: command });
+  const { tokens, notice } = roles.ingress || roles.query ? tokensFor(config, command) : { tokens: [], notice: '' };
+  const adapters = openAdapters(config, logger);
+  // On Kafka the telemetry worker takes several partitions at once and gathers up to 100 ms of
+  // events into one ClickHouse insert; in-process, writes go out on the next tick (a PUT waits).
+  const telemetry = config.bus === 'kafka' ? { concurrency: 8, maxDelayMs: 100, maxRows: 10_000 } : { maxDelayMs: 0 };
+  const service = await createService(roles, adapters, {
+    tokens,
+    logger,
+    bodyLimit: config.bodyLimit,
+    maxDepth: config.maxDepth,
+    bulkLimit: config.bulkLimit,
+    bulkMaxItems: config.bulkMaxItems,
+    telemetry,
+  });
+  const address = await service.app.listen({ port: config.port, host: config.host });
+  const where =
+    config.bus === 'memory' && config.entityStore === 'embedded' && config.eventStore === 'embedded'
+      ? `data in ${config.dataDir}`
+      : `bus ${config.bus}, entity store ${config.entityStore}, event store ${config.eventStore}`;
+  process.stdout.write(`otm ${command}: listening on ${address} (${where})\n${notice ? `${notice}\n` : ''}`);
+  onSignals(logger, service.close);
   return new Promise<number>(() => {});
+}
+
+async function migrate(): Promise<number> {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel).child({ role: 'migrate' });
+  const adapters = openAdapters(config, logger);
+  try {
+    await adapters.migrate();
+    process.stdout.write('otm migrate: done\n');
+    return 0;
+  } finally {
+    await adapters.close();
+  }
+}
+
+function workerRoles(args: string[]): Roles {
+  for (const a of args) {
+    if (a !== '--entities' && a !== '--telemetry') throw new Error(`otm worker: unknown option '${a}' (--entities, --telemetry)`);
+  }
+  const both = args.length === 0;
+  return { ingress: false, query: false, entityWorker: both || args.includes('--entities'), telemetryWorker: both || args.includes('--telemetry') };
 }
 
 export async function main(argv: string[]): Promise<number> {
@@ -54,7 +107,15 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'serve':
-        return await serve();
+        return await run('serve', ALL_ROLES);
+      case 'ingress':
+        return await run('ingress', { ingress: true, query: false, entityWorker: false, telemetryWorker: false });
+      case 'query':
+        return await run('query', { ingress: false, query: true, entityWorker: false, telemetryWorker: false });
+      case 'worker':
+        return await run('worker', workerRoles(rest));
+      case 'migrate':
+        return await migrate();
       case 'validate':
         return runValidate(rest, (line) => process.stdout.write(`${line}\n`));
       case undefined:

@@ -1,1 +1,1 @@
-export { entityWorker, telemetryWorker, toWrite, type WorkerDeps } from './worker.js';
+export { entityWorker, telemetryWorker, toWrite, type TelemetryBatching, type WorkerDeps } from './worker.js';

@@ -41,11 +41,53 @@ export function entityWorker(store: EntityStore, deps: WorkerDeps) {
   };
 }
 
-export function telemetryWorker(store: EventStore, _deps: WorkerDeps) {
-  return async (batch: readonly Envelope[]): Promise<void> => {
+export interface TelemetryBatching {
+  /** Write as soon as this many events are waiting (default 5000). */
+  readonly maxRows?: number;
+  /** Longest an event waits for others to share its write (ms, default 0: the next tick). */
+  readonly maxDelayMs?: number;
+}
+
+/**
+ * The telemetry worker. Batches handed to it (by several partitions at once) are gathered into one
+ * store write of up to `maxRows` events, or whatever arrived within `maxDelayMs`; each batch is
+ * acknowledged when the write that holds it is durable. The event store is written in batches,
+ * never row by row.
+ */
+export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: TelemetryBatching = {}) {
+  const maxRows = batching.maxRows ?? 5_000;
+  const maxDelayMs = batching.maxDelayMs ?? 0;
+  let waiting: Array<{ writes: DocumentWrite[]; resolve: () => void; reject: (e: unknown) => void }> = [];
+  let rows = 0;
+  let timer: NodeJS.Timeout | undefined;
+
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    const taken = waiting;
+    waiting = [];
+    rows = 0;
+    if (taken.length === 0) return;
+    const writes = taken.flatMap((t) => t.writes);
     const end = batchSeconds.startTimer({ topic: 'telemetry' });
-    await store.write(batch.map(toWrite));
-    end();
-    appliedMessages.inc({ topic: 'telemetry' }, batch.length);
+    store.write(writes).then(
+      () => {
+        const seconds = end();
+        deps.logger.debug({ rows: writes.length, batches: taken.length, ms: Math.round(seconds * 1000) }, 'telemetry written');
+        appliedMessages.inc({ topic: 'telemetry' }, writes.length);
+        for (const t of taken) t.resolve();
+      },
+      (e: unknown) => {
+        for (const t of taken) t.reject(e);
+      },
+    );
   };
+
+  return (batch: readonly Envelope[]): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      waiting.push({ writes: batch.map(toWrite), resolve, reject });
+      rows += batch.length;
+      if (rows >= maxRows) flush();
+      else timer ??= setTimeout(flush, maxDelayMs);
+    });
 }

@@ -1,0 +1,100 @@
+/**
+ * The adapters a process uses, chosen by configuration: the in-process bus or Kafka, the LMDB
+ * entity store or Redis, the LMDB event store or ClickHouse. Embedded adapters share one data
+ * folder; the distributed ones are clients of their servers.
+ */
+import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type Logger } from '@otm/core';
+import {
+  ClickHouseEventStore,
+  DEFAULT_TOPIC_PARTITIONS,
+  KafkaBus,
+  RedisEntityStore,
+  ensureTopics,
+  type KafkaConsumerSettings,
+} from '@otm/distributed';
+import { MemoryBus, openEmbeddedStores, type EmbeddedStores } from '@otm/embedded';
+
+export interface Adapters {
+  readonly bus: Bus;
+  readonly entities: EntityStore;
+  readonly events: EventStore;
+  /** Creates ClickHouse tables and Kafka topics where those are used (idempotent). */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface AdapterOptions {
+  /** Kafka consumer settings (tests use fast ones). */
+  readonly consumer?: KafkaConsumerSettings;
+  /** Redis key prefix and ClickHouse database, to keep test runs apart. */
+  readonly redisPrefix?: string;
+  readonly clickhouseDatabase?: string;
+}
+
+type AdapterConfig = Pick<
+  Config,
+  'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'
+> & { readonly kafka?: Config['kafka'] };
+
+export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
+  let embedded: EmbeddedStores | undefined;
+  const lmdb = () => (embedded ??= openEmbeddedStores(config.dataDir));
+
+  const kafka =
+    config.bus === 'kafka'
+      ? new KafkaBus({
+          brokers: config.kafkaBrokers,
+          logger: logger.child({ component: 'kafka' }),
+          ...(config.kafka ? { publishTimeoutMs: config.kafka.publishTimeoutMs, lingerMs: config.kafka.lingerMs } : {}),
+          consumer: opts.consumer ?? {
+            ...(config.kafka
+              ? {
+                  sessionTimeout: config.kafka.sessionTimeoutMs,
+                  heartbeatInterval: config.kafka.heartbeatMs,
+                  rebalanceTimeout: config.kafka.rebalanceTimeoutMs,
+                  maxWaitTimeInMs: config.kafka.maxWaitMs,
+                }
+              : {}),
+          },
+        })
+      : undefined;
+  // In-process: one partition for entity changes, so that the entity worker applies one batch at
+  // a time, each in one transaction, and the model's semantics never race.
+  const bus: Bus = kafka ?? new MemoryBus({ topicPartitions: { [TOPICS.entities]: 1, [TOPICS.telemetry]: 8 } });
+
+  const redis =
+    config.entityStore === 'redis'
+      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}) })
+      : undefined;
+  const entities: EntityStore = redis ?? lmdb().entities;
+
+  const clickhouse =
+    config.eventStore === 'clickhouse'
+      ? new ClickHouseEventStore({ url: config.clickhouseUrl!, ...(opts.clickhouseDatabase ? { database: opts.clickhouseDatabase } : {}) })
+      : undefined;
+  const events: EventStore = clickhouse ?? lmdb().events;
+
+  return {
+    bus,
+    entities,
+    events,
+    migrate: async () => {
+      if (clickhouse) await clickhouse.migrate();
+      if (kafka) {
+        const admin = kafka.client.admin();
+        await admin.connect();
+        try {
+          await ensureTopics(admin, DEFAULT_TOPIC_PARTITIONS, { logger });
+        } finally {
+          await admin.disconnect();
+        }
+      }
+    },
+    close: async () => {
+      await bus.close();
+      if (redis) await redis.close();
+      if (clickhouse) await clickhouse.close();
+      if (embedded) await embedded.close();
+    },
+  };
+}

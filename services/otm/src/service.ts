@@ -1,0 +1,103 @@
+/**
+ * One process of the service: any set of the roles (ingress, query, entity worker, telemetry
+ * worker) over any adapters. `otm serve` runs them all in one process; `otm ingress`, `otm query`
+ * and `otm worker` run one role each. Every process answers /healthz, /readyz and /metrics.
+ */
+import type { FastifyInstance } from 'fastify';
+import { precompile } from '@otm/model';
+import { TOPICS, TokenVerifier, type Logger, type Subscription, type TokenEntry } from '@otm/core';
+import { createHttpApp, methodNotAllowed } from '@otm/http';
+import { Ingress, registerIngressRoutes } from '@otm/ingress';
+import { Query, registerQueryRoutes } from '@otm/query';
+import { entityWorker, telemetryWorker, type TelemetryBatching } from '@otm/worker';
+import type { Adapters } from './adapters.js';
+
+export interface Roles {
+  readonly ingress: boolean;
+  readonly query: boolean;
+  readonly entityWorker: boolean;
+  readonly telemetryWorker: boolean;
+}
+
+export const ALL_ROLES: Roles = { ingress: true, query: true, entityWorker: true, telemetryWorker: true };
+
+export interface Service {
+  readonly app: FastifyInstance;
+  /**
+   * Graceful stop: stops taking requests and finishes those in hand; workers finish their batch
+   * and commit; then the adapters close.
+   */
+  close(): Promise<void>;
+}
+
+/** Consumer group names: every worker of one kind shares the partitions of its topic. */
+export const GROUPS = { entities: 'otm-entity-worker', telemetry: 'otm-telemetry-worker' } as const;
+
+export async function createService(
+  roles: Roles,
+  adapters: Adapters,
+  opts: {
+    tokens: readonly TokenEntry[];
+    logger: Logger;
+    bodyLimit: number;
+    maxDepth: number;
+    bulkLimit?: number;
+    bulkMaxItems?: number;
+    /** How the telemetry worker gathers events into store writes, and how many partitions it takes at once. */
+    telemetry?: TelemetryBatching & { concurrency?: number };
+  },
+): Promise<Service> {
+  const { bus, entities, events } = adapters;
+  const { logger } = opts;
+  if (roles.ingress) precompile(); // compile every validator now, not on the first request
+
+  const subscriptions: Subscription[] = [];
+  if (roles.entityWorker) subscriptions.push(await bus.subscribe(TOPICS.entities, GROUPS.entities, entityWorker(entities, { logger })));
+  if (roles.telemetryWorker) {
+    const t = opts.telemetry ?? {};
+    subscriptions.push(
+      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), { concurrency: t.concurrency ?? 1 }),
+    );
+  }
+
+  const app = createHttpApp({
+    logger,
+    verifier: new TokenVerifier(opts.tokens),
+    bodyLimit: opts.bodyLimit,
+    maxDepth: opts.maxDepth,
+    readiness: async () => {
+      const checks: Record<string, boolean> = {};
+      if (roles.ingress || roles.entityWorker || roles.telemetryWorker) checks.bus = await bus.ready();
+      if (roles.ingress || roles.query || roles.entityWorker) checks.entityStore = await entities.ready();
+      if (roles.ingress || roles.query || roles.telemetryWorker) checks.eventStore = await events.ready();
+      return checks;
+    },
+  });
+  if (roles.ingress) {
+    registerIngressRoutes(app, new Ingress({ bus, readers: { entities, events } }), {
+      bulkLimit: opts.bulkLimit ?? 16_777_216,
+      bulkMaxItems: opts.bulkMaxItems ?? 10_000,
+      maxDepth: opts.maxDepth,
+    });
+  }
+  if (roles.query) registerQueryRoutes(app, new Query({ entities, events }));
+  if (roles.ingress || roles.query) {
+    const item = roles.ingress ? ['PUT'] : [];
+    const one = [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['DELETE'] : [])];
+    // A query-only process has no route for PUT: such a request is 404, like any unknown path.
+    if (item.length > 0) methodNotAllowed(app, '/api/v5/:kind', item);
+    methodNotAllowed(app, '/api/v5/:kind/:uuid', one);
+  }
+
+  let closed = false;
+  return {
+    app,
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      await app.close();
+      for (const s of subscriptions) await s.close();
+      await adapters.close();
+    },
+  };
+}

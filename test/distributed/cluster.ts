@@ -1,0 +1,116 @@
+/**
+ * The distributed deployment as separate processes on loopback, for tests: a Kafka mock cluster,
+ * ClickHouse 18.16 and a private Redis (started by test/infra/services.ts), `otm migrate`, then
+ * `otm ingress`, `otm query` and `otm worker` as child processes, and a small router in front that
+ * sends GET and HEAD to the query process and everything else to the ingress, so that a client has
+ * one base URL as it would behind a gateway.
+ */
+import { execFile } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { promisify } from 'node:util';
+import { TOPICS } from '@otm/core';
+import { startClickHouse, startKafka, startRedis, type KafkaService, type RedisService, type UrlService } from '../infra/services.js';
+import { OTM_BIN, startOtm, stop, type Running } from '../process.js';
+
+const run = promisify(execFile);
+
+export const TOKENS = 'writer-token-acme:acme:read+write,reader-token-acme:acme:read,writer-token-globex:globex:read+write';
+
+export interface Cluster {
+  readonly url: string;
+  readonly kafka: KafkaService;
+  readonly clickhouse: UrlService;
+  readonly redis: RedisService;
+  readonly env: Record<string, string>;
+  readonly processes: Map<string, Running>;
+  /** Starts another process of a role (e.g. a second worker). */
+  startRole(name: string, args: string[]): Promise<Running>;
+  stopRole(name: string, signal?: NodeJS.Signals): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startCluster(opts: { partitions?: number; logLevel?: string } = {}): Promise<Cluster> {
+  const partitions = opts.partitions ?? 4;
+  const kafka = await startKafka({ topics: { [TOPICS.entities]: partitions, [TOPICS.telemetry]: partitions, [TOPICS.deadLetter]: 1 } });
+  const clickhouse = await startClickHouse();
+  const redis = await startRedis({ own: true });
+  const env: Record<string, string> = {
+    OTM_BUS: 'kafka',
+    KAFKA_BROKERS: kafka.brokers.join(','),
+    OTM_ENTITY_STORE: 'redis',
+    REDIS_URL: redis.url,
+    OTM_EVENT_STORE: 'clickhouse',
+    CLICKHOUSE_URL: clickhouse.url,
+    OTM_TOKENS: TOKENS,
+    LOG_LEVEL: opts.logLevel ?? 'warn',
+    // The mock cluster's group protocol: fast timings (see shared/infra/SERVICES.md).
+    KAFKA_SESSION_TIMEOUT_MS: '3000',
+    KAFKA_HEARTBEAT_MS: '500',
+    KAFKA_REBALANCE_TIMEOUT_MS: '3000',
+    KAFKA_MAX_WAIT_MS: '100',
+    KAFKA_PUBLISH_TIMEOUT_MS: '3000',
+  };
+  await run(process.execPath, [OTM_BIN, 'migrate'], { env: { PATH: process.env.PATH ?? '', ...env } });
+
+  const processes = new Map<string, Running>();
+  const startRole = async (name: string, args: string[]) => {
+    const r = await startOtm(args, env);
+    processes.set(name, r);
+    return r;
+  };
+  await Promise.all([startRole('ingress', ['ingress']), startRole('query', ['query']), startRole('worker', ['worker'])]);
+
+  const target = (method: string | undefined) => new URL(processes.get(method === 'GET' || method === 'HEAD' ? 'query' : 'ingress')!.url);
+  const router = http.createServer((req, res) => {
+    const t = target(req.method);
+    const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', () => {
+      res.writeHead(502).end();
+    });
+    req.pipe(up);
+  });
+  await new Promise<void>((resolve) => router.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(router.address() as AddressInfo).port}`;
+
+  return {
+    url,
+    kafka,
+    clickhouse,
+    redis,
+    env,
+    processes,
+    startRole,
+    stopRole: async (name, signal = 'SIGTERM') => {
+      const r = processes.get(name);
+      if (r) await stop(r, signal);
+      processes.delete(name);
+    },
+    close: async () => {
+      await new Promise<void>((resolve) => router.close(() => resolve()));
+      await Promise.all([...processes.values()].map((r) => stop(r, 'SIGTERM')));
+      await kafka.stop();
+      await clickhouse.stop();
+      await redis.stop();
+    },
+  };
+}
+
+/** Polls `check` until it returns a value that is not undefined, or fails after `ms`. */
+export async function eventually<T>(check: () => Promise<T | undefined>, ms = 15_000, what = 'condition'): Promise<T> {
+  const until = Date.now() + ms;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > until) throw new Error(`${what} not reached within ${ms} ms${last ? `: ${String(last)}` : ''}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * The distributed deployment, as separate processes on real services: the interface over HTTP
+ * (model examples, semantics, auth), 20,000 location events counted exactly in ClickHouse and by
+ * GET, a worker killed with SIGKILL mid-stream, and Kafka gone (503 within the bound).
+ */
+import fs from 'node:fs';
+import { createClient } from '@clickhouse/client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { integrationEnabled, requireServices } from '../infra/services.js';
+import { consignment, ids, trip, vehicle } from '../fixtures/documents.js';
+import { eventually, startCluster, type Cluster } from './cluster.js';
+
+const enabled = integrationEnabled('distributed pipeline (Kafka, Redis, ClickHouse, separate processes)');
+
+interface Example {
+  name: string;
+  kind: string | null;
+  valid: boolean;
+  document: Record<string, unknown>;
+}
+const examples = JSON.parse(fs.readFileSync(new URL('../../packages/model/test/fixtures/model-examples.json', import.meta.url), 'utf8')) as Example[];
+
+const H = (token = 'writer-token-acme') => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
+
+describe.skipIf(!enabled)('the distributed pipeline', () => {
+  let c: Cluster;
+  const put = async (kind: string, body: unknown, token?: string) => {
+    const res = await fetch(`${c.url}/api/v5/${kind}`, { method: 'PUT', headers: H(token), body: JSON.stringify(body) });
+    return { status: res.status, body: (await res.json()) as any, headers: res.headers };
+  };
+  const get = async (path: string, token?: string) => {
+    const res = await fetch(`${c.url}${path}`, { headers: H(token) });
+    return { status: res.status, body: res.status === 200 ? ((await res.json()) as any) : undefined };
+  };
+  /** GET until it answers 200 (the pipeline is asynchronous). */
+  const visible = (path: string, pred: (b: any) => boolean = () => true, token?: string) =>
+    eventually(async () => {
+      const r = await get(path, token);
+      return r.status === 200 && pred(r.body) ? r.body : undefined;
+    }, 20_000, `GET ${path}`);
+  const gone = (path: string) => eventually(async () => ((await get(path)).status === 404 ? true : undefined), 20_000, `404 at ${path}`);
+
+  beforeAll(async () => {
+    requireServices(['kafka', 'clickhouse', 'redis']);
+    c = await startCluster();
+  }, 120_000);
+  afterAll(async () => c?.close(), 60_000);
+
+  it('every model example: put, visible unchanged, delete 204, gone', async () => {
+    for (const ex of examples.filter((e) => e.kind !== null && e.valid)) {
+      const p = await put(ex.kind!, ex.document);
+      expect(p.status, `${ex.name}: ${JSON.stringify(p.body)}`).toBe(200);
+      const location = p.headers.get('location')!;
+      // Several examples share ids (the same vehicle inline in many): wait for this version.
+      const want = JSON.stringify(p.body);
+      expect(await visible(location, (b) => JSON.stringify(b) === want)).toEqual(p.body);
+      const d = await fetch(`${c.url}${location}`, { method: 'DELETE', headers: H() });
+      expect(d.status).toBe(204);
+      await gone(location);
+    }
+    const bad = examples.find((e) => e.name === 'attachTransportEquipment')!;
+    const r = await put('actions', bad.document);
+    expect(r.status).toBe(400);
+    expect(r.body).toEqual([expect.objectContaining({ type: 'missingField' })]);
+  }, 240_000);
+
+  it('authentication and tenants as in the embedded deployment', async () => {
+    expect((await fetch(`${c.url}/api/v5/vehicles/${ids.vehicle}`)).status).toBe(401);
+    expect((await put('vehicles', vehicle, 'reader-token-acme')).status).toBe(403);
+    await put('vehicles', vehicle);
+    await visible(`/api/v5/vehicles/${ids.vehicle}`);
+    expect((await get(`/api/v5/vehicles/${ids.vehicle}`, 'writer-token-globex')).status).toBe(404);
+    expect((await get('/api/v5/vehicles/not-a-uuid')).status).toBe(400);
+  });
+
+  it('model semantics: inline entities, update, association, lifecycles', async () => {
+    expect((await put('trips', trip)).status).toBe(200);
+    await visible(`/api/v5/trips/${ids.trip}`);
+    await visible(`/api/v5/locations/${ids.depot}`);
+    await visible(`/api/v5/actions/${ids.stopLoad}`);
+    await put('consignments', consignment);
+    await visible(`/api/v5/consignments/${ids.consignment}`);
+    const u = await put('events', { eventType: 'updateEvent', lifecycle: 'actual', entity: { entityType: 'consignment', id: ids.consignment, status: 'completed', description: null } });
+    expect(u.status).toBe(200);
+    const updated = await visible(`/api/v5/consignments/${ids.consignment}`, (b) => b.status === 'completed');
+    expect(updated).not.toHaveProperty('description');
+    expect(updated.goods).toEqual(consignment.goods);
+    const tid = '9e000000-0000-4000-8000-000000000001';
+    await put('trips', { entityType: 'trip', id: tid });
+    await visible(`/api/v5/trips/${tid}`);
+    await put('events', { eventType: 'associationCreatedEvent', entity1: { associationType: 'reference', entityType: 'trip', uuid: tid }, entity2: { associationType: 'reference', entityType: 'vehicle', uuid: ids.vehicle } });
+    await visible(`/api/v5/trips/${tid}`, (b) => b.vehicle?.uuid === ids.vehicle);
+    await put('actions', { ...trip.actions[0]!.entity, lifecycle: 'realized' });
+    await visible(`/api/v5/actions/${ids.stopLoad}`, (b) => b.lifecycle === 'realized');
+    expect((await get(`/api/v5/actions/${ids.stopLoad}?lifecycle=planned`)).body.lifecycle).toBe('planned');
+  }, 60_000);
+
+  it('20,000 location events with a worker killed mid-stream: exact counts in ClickHouse and by GET', async () => {
+    const vehicles = 50;
+    const total = 20_000;
+    const base = Date.parse('2026-11-22T00:00:00Z');
+    const idOf = (i: number) => `7e000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+    const doc = (i: number) => ({
+      eventType: 'locationUpdateEvent',
+      id: idOf(i),
+      lifecycle: 'actual',
+      creationDate: new Date(base + i * 1000).toISOString(),
+      geoReference: { type: 'latLonPointGeoReference', lat: 52 + (i % 100) / 1000, lon: 5 + (i % 77) / 1000 },
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: `7f000000-0000-4000-8000-${String(i % vehicles).padStart(12, '0')}` },
+    });
+    // Sent in bulk requests of 250 (each item checked like a PUT, all published together), eight
+    // at a time; a third of the way in, the worker is killed with SIGKILL and a new one started.
+    const chunk = 250;
+    let next = 0;
+    let acknowledged = 0;
+    let killed = false;
+    const sender = async () => {
+      while (next < total) {
+        const from = next;
+        next += chunk;
+        const body = Array.from({ length: Math.min(chunk, total - from) }, (_, k) => doc(from + k));
+        for (;;) {
+          const r = await fetch(`${c.url}/api/v5/bulk/events`, { method: 'POST', headers: H(), body: JSON.stringify(body) });
+          if (r.status === 200) {
+            const res = (await r.json()) as { accepted: number; rejected: number };
+            expect(res.rejected).toBe(0);
+            acknowledged += res.accepted;
+            break;
+          }
+          await new Promise((res) => setTimeout(res, 100));
+        }
+        if (!killed && acknowledged >= total / 3) {
+          killed = true;
+          // The worker dies without a chance to commit; a new one takes over its partitions.
+          await c.stopRole('worker', 'SIGKILL');
+          await c.startRole('worker', ['worker']);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, sender));
+    expect(acknowledged).toBe(total);
+
+    const ch = createClient({ url: c.clickhouse.url });
+    const count = async () => {
+      const rs = await ch.query({
+        query: "SELECT count() AS n, uniqExact(event_id) AS u FROM otm.otm_events FINAL WHERE tenant = 'acme' AND event_type = 'locationUpdateEvent' AND deleted = 0 AND event_id LIKE '7e000000-%'",
+        format: 'JSONEachRow',
+      });
+      const [row] = (await rs.json()) as Array<{ n: string; u: string }>;
+      return row;
+    };
+    const row = await eventually(async () => {
+      const r = await count();
+      return r && Number(r.u) === total ? r : undefined;
+    }, 60_000, 'all events in ClickHouse');
+    expect(Number(row.u)).toBe(total);
+    expect(Number(row.n)).toBe(total);
+    await ch.close();
+
+    for (let i = 0; i < total; i += 97) {
+      const r = await get(`/api/v5/events/${idOf(i)}`);
+      expect(r.status).toBe(200);
+      expect(r.body).toEqual(doc(i));
+    }
+  }, 300_000);
+
+  it('Kafka gone: PUT answers 503 with Retry-After within the bound, never 200', async () => {
+    await c.kafka.kill();
+    const started = Date.now();
+    const r = await fetch(`${c.url}/api/v5/vehicles`, { method: 'PUT', headers: H(), body: JSON.stringify({ entityType: 'vehicle', name: 'lost?' }) });
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+    expect(await r.json()).toEqual([{ type: 'unavailable', message: expect.any(String) }]);
+    expect(Date.now() - started).toBeLessThan(15_000);
+    const ready = await fetch(`${new URL(c.processes.get('ingress')!.url)}readyz`);
+    expect(ready.status).toBe(503);
+  }, 60_000);
+});
