@@ -30,7 +30,9 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-export async function startCluster(opts: { partitions?: number; logLevel?: string } = {}): Promise<Cluster> {
+export async function startCluster(
+  opts: { partitions?: number; logLevel?: string; tokens?: string; env?: Record<string, string> } = {},
+): Promise<Cluster> {
   const partitions = opts.partitions ?? 4;
   const kafka = await startKafka({ topics: { [TOPICS.entities]: partitions, [TOPICS.telemetry]: partitions, [TOPICS.deadLetter]: 1 } });
   const clickhouse = await startClickHouse();
@@ -42,7 +44,7 @@ export async function startCluster(opts: { partitions?: number; logLevel?: strin
     REDIS_URL: redis.url,
     OTM_EVENT_STORE: 'clickhouse',
     CLICKHOUSE_URL: clickhouse.url,
-    OTM_TOKENS: TOKENS,
+    OTM_TOKENS: opts.tokens ?? TOKENS,
     LOG_LEVEL: opts.logLevel ?? 'warn',
     // The mock cluster's group protocol: fast timings (see shared/infra/SERVICES.md).
     KAFKA_SESSION_TIMEOUT_MS: '3000',
@@ -50,6 +52,7 @@ export async function startCluster(opts: { partitions?: number; logLevel?: strin
     KAFKA_REBALANCE_TIMEOUT_MS: '3000',
     KAFKA_MAX_WAIT_MS: '100',
     KAFKA_PUBLISH_TIMEOUT_MS: '3000',
+    ...opts.env,
   };
   await run(process.execPath, [OTM_BIN, 'migrate'], { env: { PATH: process.env.PATH ?? '', ...env } });
 

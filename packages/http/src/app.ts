@@ -159,16 +159,31 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   return app;
 }
 
-/** Answers 405 with `Allow` for every method a path does not serve. */
-export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[]): void {
+/**
+ * Answers 405 for every method of a path that this process does not serve. `Allow` lists the
+ * methods the API has for the path (`allowed`), whichever process serves them: a distributed
+ * role that gets a method another role serves says so.
+ */
+export function methodNotAllowed(app: FastifyInstance, url: string, allowed: readonly string[], served: readonly string[] = allowed): void {
   const all = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'PATCH', 'OPTIONS'];
-  const others = all.filter((m) => !allowed.includes(m));
+  const others = all.filter((m) => !served.includes(m));
+  if (others.length === 0) return;
   app.route({
     method: others as never,
     url,
     handler: async (req, reply) =>
-      send(reply, 405, [{ type: 'methodNotAllowed', message: `${req.method} is not allowed here; use ${allowed.join(', ')}` }], {
-        allow: allowed.join(', '),
-      }),
+      send(
+        reply,
+        405,
+        [
+          {
+            type: 'methodNotAllowed',
+            message: allowed.includes(req.method)
+              ? `${req.method} is served by another process of this service (GET by the query service, writes by the ingress)`
+              : `${req.method} is not allowed here; use ${allowed.join(', ')}`,
+          },
+        ],
+        { allow: allowed.join(', ') },
+      ),
   });
 }

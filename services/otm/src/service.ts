@@ -82,11 +82,9 @@ export async function createService(
   }
   if (roles.query) registerQueryRoutes(app, new Query({ entities, events }));
   if (roles.ingress || roles.query) {
-    const item = roles.ingress ? ['PUT'] : [];
+    methodNotAllowed(app, '/api/v5/:kind', ['PUT'], roles.ingress ? ['PUT'] : []);
     const one = [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['DELETE'] : [])];
-    // A query-only process has no route for PUT: such a request is 404, like any unknown path.
-    if (item.length > 0) methodNotAllowed(app, '/api/v5/:kind', item);
-    methodNotAllowed(app, '/api/v5/:kind/:uuid', one);
+    methodNotAllowed(app, '/api/v5/:kind/:uuid', ['GET', 'HEAD', 'DELETE'], one);
   }
 
   let closed = false;

@@ -12,8 +12,20 @@ export interface TestService extends EmbeddedService {
   readonly dataDir: string;
 }
 
-/** An embedded service on a fresh data folder, for `app.inject`. */
+/**
+ * Where the HTTP suites run: `embedded` (the default: one process, `app.inject`) or `distributed`
+ * (ingress, query and worker as separate processes on Kafka, Redis and ClickHouse; set by the
+ * wrappers in test/distributed/ before they import a suite).
+ */
+export const target = (): 'embedded' | 'distributed' =>
+  (globalThis as { __OTM_TEST_TARGET__?: 'distributed' }).__OTM_TEST_TARGET__ ?? 'embedded';
+
+/** An embedded service on a fresh data folder, for `app.inject`; or the distributed deployment. */
 export async function startService(opts: { bodyLimit?: number; maxDepth?: number } = {}): Promise<TestService> {
+  if (target() === 'distributed') {
+    const { startDistributedService } = await import('../../../test/distributed/inject.js');
+    return startDistributedService(opts);
+  }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-test-'));
   const svc = await createEmbeddedService(
     { dataDir, bodyLimit: opts.bodyLimit ?? 1_048_576, maxDepth: opts.maxDepth ?? 64 },

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consignment, depot, driver, ids, sensor, trip, vehicle } from '../../../test/fixtures/documents.js';
-import { auth, json, startService, type TestService } from './helpers.js';
+import { auth, json, startService, target, type TestService } from './helpers.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -141,8 +141,11 @@ describe('updateEvent', () => {
     const loc = { ...depot, id: lid };
     await put('locations', loc);
     expect((await get('locations', lid)).body).toEqual(loc);
-    const metrics = await svc.app.inject({ method: 'GET', url: '/metrics' });
-    expect(metrics.body).toMatch(/otm_dropped_effects_total\{reason="invalidResult"\} [1-9]/);
+    // The drop is counted by the process that runs the entity worker (here, in the embedded run).
+    if (target() === 'embedded') {
+      const metrics = await svc.app.inject({ method: 'GET', url: '/metrics' });
+      expect(metrics.body).toMatch(/otm_dropped_effects_total\{reason="invalidResult"\} [1-9]/);
+    }
   });
 
   it('is applied in the order accepted', async () => {

@@ -1,0 +1,80 @@
+/**
+ * The distributed deployment behind the `app.inject` interface the embedded HTTP suites use, so
+ * that the same suites run against ingress, query and worker as separate processes. Requests go
+ * over HTTP through the method-routing proxy. Because the pipeline is asynchronous, a write that
+ * succeeded is followed by a barrier: the client waits until the query service shows what the
+ * write answered (a PUT: that document, in its lifecycle; a DELETE: 404). What the worker does
+ * with the write happens in the same unit of work, so after the barrier the effects are visible
+ * too, as they are at once in the embedded deployment.
+ */
+import type { TestService } from '../../services/otm/test/helpers.js';
+import { TOKENS } from '../../services/otm/test/helpers.js';
+import { startCluster } from './cluster.js';
+
+interface InjectOptions {
+  method: string;
+  url: string;
+  headers?: Record<string, string>;
+  payload?: string;
+}
+interface InjectResponse {
+  statusCode: number;
+  headers: Record<string, string>;
+  body: string;
+  json(): any;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function startDistributedService(opts: { bodyLimit?: number; maxDepth?: number }): Promise<TestService> {
+  const cluster = await startCluster({
+    tokens: TOKENS,
+    env: {
+      ...(opts.bodyLimit ? { OTM_BODY_LIMIT: String(opts.bodyLimit) } : {}),
+      ...(opts.maxDepth ? { OTM_MAX_DEPTH: String(opts.maxDepth) } : {}),
+    },
+  });
+
+  const request = async (o: InjectOptions): Promise<InjectResponse> => {
+    const res = await fetch(`${cluster.url}${o.url}`, {
+      method: o.method,
+      headers: o.headers ?? {},
+      ...(o.payload === undefined ? {} : { body: o.payload }),
+    });
+    const body = await res.text();
+    const headers: Record<string, string> = {};
+    res.headers.forEach((v, k) => (headers[k] = v));
+    return { statusCode: res.status, headers, body, json: () => JSON.parse(body) };
+  };
+
+  /** Waits (up to 10 s) until the query service shows the write; then the suite goes on. */
+  const barrier = async (o: InjectOptions, res: InjectResponse): Promise<void> => {
+    const auth = o.headers?.authorization ? { authorization: o.headers.authorization } : {};
+    let check: (() => Promise<boolean>) | undefined;
+    if (o.method === 'PUT' && res.statusCode === 200 && res.headers.location) {
+      const doc = res.json() as { lifecycle?: string };
+      const url = `${res.headers.location}${doc.lifecycle ? `?lifecycle=${doc.lifecycle}` : ''}`;
+      check = async () => {
+        const g = await request({ method: 'GET', url, headers: auth });
+        return g.statusCode === 200 && JSON.stringify(g.json()) === res.body;
+      };
+    } else if (o.method === 'DELETE' && res.statusCode === 204) {
+      check = async () => (await request({ method: 'GET', url: o.url, headers: auth })).statusCode === 404;
+    }
+    if (!check) return;
+    const until = Date.now() + 10_000;
+    while (Date.now() < until && !(await check())) await sleep(20);
+  };
+
+  const inject = async (o: InjectOptions): Promise<InjectResponse> => {
+    const res = await request(o);
+    await barrier(o, res);
+    return res;
+  };
+
+  return {
+    app: { inject, ready: async () => undefined } as unknown as TestService['app'],
+    dataDir: '',
+    close: () => cluster.close(),
+  };
+}
