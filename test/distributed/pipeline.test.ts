@@ -164,6 +164,72 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     }
   }, 300_000);
 
+  it('two telemetry workers share the partitions; one leaving hands its partitions over without loss', async () => {
+    await c.startRole('worker-2', ['worker', '--telemetry']);
+    const idOf = (i: number) => `7d000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+    const doc = (i: number) => ({
+      eventType: 'locationUpdateEvent',
+      id: idOf(i),
+      lifecycle: 'actual',
+      geoReference: { type: 'latLonPointGeoReference', lat: 51, lon: 4 + i / 10_000 },
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: `7c000000-0000-4000-8000-${String(i % 40).padStart(12, '0')}` },
+    });
+    const send = async (from: number, n: number) => {
+      const r = await fetch(`${c.url}/api/v5/bulk/events`, { method: 'POST', headers: H(), body: JSON.stringify(Array.from({ length: n }, (_, k) => doc(from + k))) });
+      expect(r.status).toBe(200);
+      expect(((await r.json()) as { accepted: number }).accepted).toBe(n);
+    };
+    // Send until the second worker has taken partitions and written events of its own.
+    const appliedBy2 = async () => {
+      const m = await (await fetch(`${c.processes.get('worker-2')!.url}/metrics`)).text();
+      return Number(/otm_applied_messages_total\{topic="telemetry"\} (\d+)/.exec(m)?.[1] ?? 0);
+    };
+    let b = 0;
+    while (b < 10 || (await appliedBy2()) === 0) {
+      expect(b).toBeLessThan(60);
+      await send(b * 200, 200);
+      b++;
+      if (b >= 10) await new Promise((r) => setTimeout(r, 200));
+    }
+    // The second worker leaves gracefully (SIGTERM: finishes its batch, commits, leaves the group).
+    await c.stopRole('worker-2', 'SIGTERM');
+    const sent = b + 10;
+    for (; b < sent; b++) await send(b * 200, 200);
+    const total = sent * 200;
+    const ch = createClient({ url: c.clickhouse.url });
+    const u = await eventually(async () => {
+      const rs = await ch.query({ query: "SELECT uniqExact(event_id) AS u, count() AS n FROM otm.otm_events FINAL WHERE deleted = 0 AND event_id LIKE '7d000000-%'", format: 'JSONEachRow' });
+      const [row] = (await rs.json()) as Array<{ u: string; n: string }>;
+      return row && Number(row.u) === total ? row : undefined;
+    }, 60_000, 'all events in ClickHouse');
+    expect(Number(u.n)).toBe(total);
+    await ch.close();
+  }, 120_000);
+
+  it('Kafka unreachable: 503 with Retry-After within the bound; acknowledged writes survive; writes resume when it returns', async () => {
+    const before = { entityType: 'vehicle', id: '7b000000-0000-4000-8000-000000000001', name: 'before the outage' };
+    expect((await put('vehicles', before)).status).toBe(200);
+    c.kafka.pause();
+    try {
+      const started = Date.now();
+      const r = await fetch(`${c.url}/api/v5/vehicles`, { method: 'PUT', headers: H(), body: JSON.stringify({ entityType: 'vehicle', name: 'during' }) });
+      expect(r.status).toBe(503);
+      expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+      // Bounded by KAFKA_PUBLISH_TIMEOUT_MS (3 s here): the client is never left hanging.
+      expect(Date.now() - started).toBeLessThan(15_000);
+    } finally {
+      c.kafka.resume();
+    }
+    const after = { entityType: 'vehicle', id: '7b000000-0000-4000-8000-000000000002', name: 'after the outage' };
+    const again = await eventually(async () => {
+      const r = await put('vehicles', after);
+      return r.status === 200 ? r : undefined;
+    }, 60_000, 'writes accepted again');
+    expect(again.status).toBe(200);
+    expect(await visible(`/api/v5/vehicles/${after.id}`)).toEqual(after);
+    expect(await visible(`/api/v5/vehicles/${before.id}`)).toEqual(before);
+  }, 120_000);
+
   it('Kafka gone: PUT answers 503 with Retry-After within the bound, never 200', async () => {
     await c.kafka.kill();
     const started = Date.now();

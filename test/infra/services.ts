@@ -28,6 +28,12 @@ export interface KafkaService {
   stop(): Promise<void>;
   /** Abrupt stop (SIGKILL): every broker disappears at once, e.g. to test "Kafka unreachable". */
   kill(): Promise<void>;
+  /**
+   * Freezes the whole cluster (SIGSTOP): connections stay open but nothing answers, as when Kafka
+   * is unreachable; `resume()` (SIGCONT) brings it back with every message it had.
+   */
+  pause(): void;
+  resume(): void;
 }
 
 export interface UrlService {
@@ -460,8 +466,13 @@ export async function startKafka(opts: { topics: Record<string, number>; brokers
   });
   return {
     brokers: bootstrap.split(','),
-    stop: () => terminate(child, 5_000),
+    stop: async () => {
+      child.kill('SIGCONT');
+      await terminate(child, 5_000);
+    },
     kill: () => killNow(child),
+    pause: () => void child.kill('SIGSTOP'),
+    resume: () => void child.kill('SIGCONT'),
   };
 }
 

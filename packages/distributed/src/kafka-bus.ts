@@ -322,44 +322,67 @@ export class KafkaBus implements Bus {
     });
   }
 
+  /**
+   * Consumes `topic` as a member of `group`. If the consumer crashes with an error kafkajs does not
+   * retry itself (seen on the librdkafka mock during rebalances), a new consumer is started after a
+   * pause, so a worker never sits idle while looking alive; uncommitted batches are replayed.
+   */
   async subscribe(topic: Topic, group: string, handler: Handler, options: SubscribeOptions = {}): Promise<KafkaSubscription> {
     if (this.closed) throw unavailable('the bus is closed', this.retryAfter);
     const s = this.consumerSettings;
-    const consumer = this.kafka.consumer({
-      groupId: group,
-      sessionTimeout: s.sessionTimeout,
-      heartbeatInterval: s.heartbeatInterval,
-      maxWaitTimeInMs: s.maxWaitTimeInMs,
-      rebalanceTimeout: s.rebalanceTimeout,
-      allowAutoTopicCreation: true,
-    });
     let resolveJoined!: () => void;
     const joined = new Promise<void>((r) => (resolveJoined = r));
-    const offJoin = consumer.on(consumer.events.GROUP_JOIN, () => resolveJoined());
-    try {
-      await consumer.connect();
-      await consumer.subscribe({ topics: [topic], fromBeginning: s.fromBeginning });
-      await consumer.run({
-        autoCommit: false,
-        eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: options.concurrency ?? s.partitionsConsumedConcurrently,
-        eachBatch: (payload) => this.consumeBatch(payload, handler),
-      });
-    } catch (e) {
-      offJoin();
-      await consumer.disconnect().catch(() => {});
-      throw unavailable(`cannot consume ${topic}: ${errorText(e)}`, this.retryAfter, e);
-    }
     let closing: Promise<void> | undefined;
+    let current: Consumer | undefined;
+    let restartTimer: NodeJS.Timeout | undefined;
+
+    const start = async (): Promise<void> => {
+      const consumer = this.kafka.consumer({
+        groupId: group,
+        sessionTimeout: s.sessionTimeout,
+        heartbeatInterval: s.heartbeatInterval,
+        maxWaitTimeInMs: s.maxWaitTimeInMs,
+        rebalanceTimeout: s.rebalanceTimeout,
+        allowAutoTopicCreation: true,
+      });
+      current = consumer;
+      consumer.on(consumer.events.GROUP_JOIN, () => resolveJoined());
+      consumer.on(consumer.events.CRASH, (event) => {
+        const { error, restart } = event.payload as { error: unknown; restart: boolean };
+        if (restart || closing) return; // kafkajs restarts it itself, or we are stopping
+        this.opts.logger?.error({ topic, group, err: errorText(error) }, 'kafka consumer crashed; starting a new one');
+        void consumer.disconnect().catch(() => {});
+        restartTimer = setTimeout(() => {
+          restartTimer = undefined;
+          if (closing) return;
+          start().catch((e: unknown) => this.opts.logger?.error({ topic, group, err: errorText(e) }, 'kafka consumer restart failed'));
+        }, 1_000);
+      });
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: [topic], fromBeginning: s.fromBeginning });
+        await consumer.run({
+          autoCommit: false,
+          eachBatchAutoResolve: false,
+          partitionsConsumedConcurrently: options.concurrency ?? s.partitionsConsumedConcurrently,
+          eachBatch: (payload) => this.consumeBatch(payload, handler),
+        });
+      } catch (e) {
+        await consumer.disconnect().catch(() => {});
+        throw unavailable(`cannot consume ${topic}: ${errorText(e)}`, this.retryAfter, e);
+      }
+    };
+    await start();
+
     const sub: KafkaSubscription = {
       joined,
       close: () =>
         (closing ??= (async () => {
           this.subscriptions.delete(sub);
-          offJoin();
+          if (restartTimer) clearTimeout(restartTimer);
           // stop() waits for the batch in hand, which commits what its handler finished.
-          await consumer.stop().catch(() => {});
-          await consumer.disconnect().catch(() => {});
+          await current?.stop().catch(() => {});
+          await current?.disconnect().catch(() => {});
         })()),
     };
     this.subscriptions.add(sub);
