@@ -2,6 +2,7 @@ export {
   KafkaBus,
   ensureTopics,
   isRetryable,
+  UNCLASSIFIED_ATTEMPTS,
   withTimeout,
   DEFAULT_TOPIC_PARTITIONS,
   FAST_CONSUMER_SETTINGS,

@@ -135,6 +135,14 @@ const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 /** Whether a retry can help: OtmServiceError says so itself; anything else is taken as an I/O failure. */
 export const isRetryable = (e: unknown): boolean => (e instanceof OtmServiceError ? e.retryable : true);
 
+/**
+ * Attempts at a batch that keeps failing with an error that is not an OtmServiceError (a fault
+ * of the worker's own code, not a store being unavailable: adapters turn I/O failures into
+ * retryable OtmServiceErrors). After them the messages are applied one by one and the one that
+ * still fails goes to the dead-letter topic, so a poison message cannot stop a partition for good.
+ */
+export const UNCLASSIFIED_ATTEMPTS = 5;
+
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
@@ -479,7 +487,7 @@ export class KafkaBus implements Bus {
         await this.withHeartbeat(work(), heartbeat);
         return 'ok';
       } catch (e) {
-        if (!isRetryable(e)) {
+        if (!isRetryable(e) || (!(e instanceof OtmServiceError) && attempt >= UNCLASSIFIED_ATTEMPTS)) {
           onFailed?.(e);
           return 'failed';
         }

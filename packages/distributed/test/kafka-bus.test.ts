@@ -4,7 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../test/infra/services.js';
-import { FAST_CONSUMER_SETTINGS, KafkaBus, ensureTopics } from '../src/index.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, UNCLASSIFIED_ATTEMPTS, ensureTopics } from '../src/index.js';
 
 const env = (topic: string, key: string, n: number): Envelope => ({
   topic: topic as Topic,
@@ -74,6 +74,25 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     expect(dead[0]!.headers['original-offset']).toMatch(/^\d+$/);
     expect(dead[1]!.value).toBe('not json');
     expect(dead[1]!.headers.code).toBe('invalidMessage');
+    await bus.close();
+  });
+
+  it('a message that keeps throwing a plain error is tried a few times, then dead-lettered', async () => {
+    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS });
+    const applied: number[] = [];
+    let attempts = 0;
+    const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
+      if (batch.some((e) => e.message.acceptedAt === 7)) {
+        attempts++;
+        throw new TypeError('a bug in the worker');
+      }
+      for (const e of batch) applied.push(e.message.acceptedAt);
+    });
+    await sub.joined;
+    await bus.publish([env(own, 'k', 6), env(own, 'k', 7), env(own, 'k', 8)]);
+    await eventually(() => expect(applied).toEqual([6, 8]), 30_000);
+    expect(attempts).toBeGreaterThanOrEqual(UNCLASSIFIED_ATTEMPTS);
     await bus.close();
   });
 
