@@ -11,6 +11,7 @@ import {
   applyChanges,
   batchSeconds,
   lifecycleRank,
+  modifiedOf,
   type DocumentWrite,
   type Envelope,
   type EntityStore,
@@ -24,7 +25,14 @@ export function toWrite(envelope: Envelope): DocumentWrite {
   return {
     op: 'put',
     tenant: m.tenant,
-    doc: { kind: m.kind, key: m.key, lifecycleRank: lifecycleRank(m.doc.lifecycle), json: JSON.stringify(m.doc), value: m.doc },
+    doc: {
+      kind: m.kind,
+      key: m.key,
+      lifecycleRank: lifecycleRank(m.doc.lifecycle),
+      json: JSON.stringify(m.doc),
+      value: m.doc,
+      stamp: { modified: modifiedOf(m.doc), acceptedAt: m.acceptedAt },
+    },
   };
 }
 
