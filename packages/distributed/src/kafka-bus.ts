@@ -143,6 +143,9 @@ export const isRetryable = (e: unknown): boolean => (e instanceof OtmServiceErro
  */
 export const UNCLASSIFIED_ATTEMPTS = 5;
 
+/** Most messages in one produce request (a bulk request of 10,000 is sent in several). */
+const SEND_CHUNK = 1_000;
+
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 /**
@@ -309,13 +312,19 @@ export class KafkaBus implements Bus {
         byTopic.set(e.topic, list);
       }
     }
+    // At most SEND_CHUNK messages per produce request, so that a record batch stays well under the
+    // consumers' fetch size; the chunks go one after the other, which keeps per-key order.
     const send = async () => {
       const producer = await this.connectedProducer();
-      await producer.sendBatch({
-        acks: -1,
-        timeout: this.publishTimeoutMs,
-        topicMessages: [...byTopic].map(([topic, messages]) => ({ topic, messages })),
-      });
+      for (const [topic, messages] of byTopic) {
+        for (let i = 0; i < messages.length; i += SEND_CHUNK) {
+          await producer.sendBatch({
+            acks: -1,
+            timeout: this.publishTimeoutMs,
+            topicMessages: [{ topic, messages: messages.slice(i, i + SEND_CHUNK) }],
+          });
+        }
+      }
     };
     send().then(
       () => {
@@ -347,6 +356,9 @@ export class KafkaBus implements Bus {
     const start = async (): Promise<void> => {
       const consumer = this.kafka.consumer({
         groupId: group,
+        // A whole record batch must fit in one fetch (the librdkafka mock never splits one).
+        maxBytesPerPartition: 16 * 1024 * 1024,
+        maxBytes: 64 * 1024 * 1024,
         sessionTimeout: s.sessionTimeout,
         heartbeatInterval: s.heartbeatInterval,
         maxWaitTimeInMs: s.maxWaitTimeInMs,
