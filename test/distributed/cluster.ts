@@ -33,7 +33,9 @@ export interface Cluster {
 export async function startCluster(
   opts: { partitions?: number; logLevel?: string; tokens?: string; env?: Record<string, string> } = {},
 ): Promise<Cluster> {
-  const partitions = opts.partitions ?? 4;
+  // The librdkafka mock keeps only about 5 MB per partition (older record batches are dropped,
+  // and a consumer behind them skips ahead): spread load over enough partitions.
+  const partitions = opts.partitions ?? 16;
   const kafka = await startKafka({ topics: { [TOPICS.entities]: partitions, [TOPICS.telemetry]: partitions, [TOPICS.deadLetter]: 1 } });
   const clickhouse = await startClickHouse();
   const redis = await startRedis({ own: true });

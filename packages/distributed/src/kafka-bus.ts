@@ -143,8 +143,8 @@ export const isRetryable = (e: unknown): boolean => (e instanceof OtmServiceErro
  */
 export const UNCLASSIFIED_ATTEMPTS = 5;
 
-/** Most messages in one produce request (a bulk request of 10,000 is sent in several). */
-const SEND_CHUNK = 1_000;
+/** Most messages in one produce request (a larger publish is sent in several). */
+const SEND_CHUNK = 10_000;
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
