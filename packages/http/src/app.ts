@@ -5,6 +5,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { OtmServiceError, TokenVerifier, registry, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
 import { parseJsonBody } from './json-body.js';
+import { openApiDocument } from './openapi.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -143,6 +144,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  // This service's OpenAPI description (public, like the model's own).
+  let openapi: string | undefined;
+  app.get('/api/v5/openapi.json', async (_req, reply) =>
+    reply.type('application/json; charset=utf-8').send((openapi ??= JSON.stringify(openApiDocument()))),
+  );
   // Prometheus metrics of this process (no token: serve it on an internal network only).
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {

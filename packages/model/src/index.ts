@@ -16,6 +16,7 @@ import type {
 
 export type { OtmError } from './validate.js';
 export { MAX_ERRORS } from './validate.js';
+export { MODEL, type ModelData, type ModelSchema } from './model-data.js';
 export { KINDS, isKindSegment, detectKind, kindOfEntityType, type KindInfo, type KindSegment } from './kinds.js';
 export {
   inlineEntities, associationTarget, holdingMember, associationTable,
