@@ -1,7 +1,7 @@
 /** The Bus contract against the in-process MemoryBus and the KafkaBus on a real Kafka-protocol broker. */
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe } from 'vitest';
-import { TOPICS, type Subscription, type Topic } from '@otm/core';
+import { TOPICS, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
 import { MemoryBus } from '@otm/embedded';
 import { FAST_CONSUMER_SETTINGS, KafkaBus, type KafkaSubscription } from '@otm/distributed';
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../infra/services.js';
@@ -23,7 +23,7 @@ const enabled = integrationEnabled('Bus contract: KafkaBus (librdkafka mock clus
 describe.skipIf(!enabled)('on Kafka', () => {
   let kafka: KafkaService;
   const suffix = randomUUID().slice(0, 8);
-  const topics = Array.from({ length: 12 }, (_, i) => `contract-${suffix}-${i}`);
+  const topics = Array.from({ length: 24 }, (_, i) => `contract-${suffix}-${i}`);
   let next = 0;
 
   beforeAll(async () => {
@@ -34,8 +34,14 @@ describe.skipIf(!enabled)('on Kafka', () => {
     await kafka?.stop();
   });
 
-  busContract('KafkaBus', async () => {
-    const make = () => new KafkaBus({ brokers: kafka.brokers, clientId: 'contract', consumer: FAST_CONSUMER_SETTINGS });
+  /** A KafkaBus whose every subscription uses the given options (the fetch-ahead run). */
+  const fixture = (subscribeOptions: SubscribeOptions) => async () => {
+    const make = () => {
+      const b = new KafkaBus({ brokers: kafka.brokers, clientId: 'contract', consumer: FAST_CONSUMER_SETTINGS });
+      const subscribe = b.subscribe.bind(b);
+      b.subscribe = (t, g, h, o) => subscribe(t, g, h, { ...o, ...subscribeOptions });
+      return b;
+    };
     const bus = make();
     const peers: KafkaBus[] = [];
     return {
@@ -56,5 +62,8 @@ describe.skipIf(!enabled)('on Kafka', () => {
         await Promise.all([bus.close(), ...peers.map((p) => p.close())]);
       },
     };
-  });
+  };
+
+  busContract('KafkaBus', fixture({}));
+  busContract('KafkaBus, fetching ahead', fixture({ fetchAhead: true, concurrency: 4 }));
 });

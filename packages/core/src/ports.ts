@@ -32,6 +32,12 @@ export interface SubscribeOptions {
    * that are safe to run concurrently, such as the telemetry worker's.
    */
   readonly concurrency?: number;
+  /**
+   * Let the bus fetch the next batches of a partition while the handler still works on earlier
+   * ones (still applied one after the other, and committed only once applied). For handlers whose
+   * writes take long, such as the telemetry worker's ClickHouse inserts.
+   */
+  readonly fetchAhead?: boolean;
 }
 
 export interface Subscription {

@@ -143,6 +143,13 @@ export const isRetryable = (e: unknown): boolean => (e instanceof OtmServiceErro
  */
 export const UNCLASSIFIED_ATTEMPTS = 5;
 
+/** Per partition: messages fetched ahead, the loop applying them, and whether it had to stop. */
+interface Pipeline {
+  readonly parts: Map<string, { tail: Promise<void>; queue: Decoded[]; running: boolean; failed: boolean }>;
+  /** Set when the subscription closes: a failing chunk is then given up (not committed). */
+  stopping: boolean;
+}
+
 /** Most messages in one produce request (a larger publish is sent in several). */
 const SEND_CHUNK = 10_000;
 
@@ -352,6 +359,7 @@ export class KafkaBus implements Bus {
     let closing: Promise<void> | undefined;
     let current: Consumer | undefined;
     let restartTimer: NodeJS.Timeout | undefined;
+    const pipeline: Pipeline | undefined = options.fetchAhead ? { parts: new Map(), stopping: false } : undefined;
 
     const start = async (): Promise<void> => {
       const consumer = this.kafka.consumer({
@@ -385,7 +393,7 @@ export class KafkaBus implements Bus {
           autoCommit: false,
           eachBatchAutoResolve: false,
           partitionsConsumedConcurrently: options.concurrency ?? s.partitionsConsumedConcurrently,
-          eachBatch: (payload) => this.consumeBatch(payload, handler),
+          eachBatch: (payload) => (pipeline ? this.consumeAhead(payload, handler, pipeline) : this.consumeBatch(payload, handler)),
         });
       } catch (e) {
         await consumer.disconnect().catch(() => {});
@@ -400,6 +408,13 @@ export class KafkaBus implements Bus {
         (closing ??= (async () => {
           this.subscriptions.delete(sub);
           if (restartTimer) clearTimeout(restartTimer);
+          if (pipeline && current) {
+            // Take no more batches; what is being applied finishes and is committed, a chunk that
+            // keeps failing is given up; then stop.
+            pipeline.stopping = true;
+            current.pause([{ topic }]);
+            await withTimeout(Promise.all([...pipeline.parts.values()].map((p) => p.tail)), 10_000, () => new Error('drain timed out')).catch(() => {});
+          }
           // stop() waits for the batch in hand, which commits what its handler finished.
           await current?.stop().catch(() => {});
           await current?.disconnect().catch(() => {});
@@ -417,6 +432,61 @@ export class KafkaBus implements Bus {
     } catch (e) {
       return { message: m, parseError: errorText(e) };
     }
+  }
+
+  /**
+   * Fetch-ahead consumption: offsets are resolved as soon as a batch is queued, so kafkajs goes on
+   * fetching while the handler works. Per partition, what was fetched meanwhile is handed to the
+   * handler in one call (up to `maxBatch` messages), in order, and committed only after that call
+   * resolved. Queued messages are bounded (2 x maxBatch per partition): then the fetch waits. When
+   * a call cannot finish (the consumer stopped or lost the partition) nothing more of that
+   * partition is committed; the next owner, or this member after a rebalance, starts again from
+   * the last commit.
+   */
+  private async consumeAhead(payload: EachBatchPayload, handler: Handler, pipeline: Pipeline): Promise<void> {
+    const { batch, isRunning, isStale, resolveOffset, heartbeat, commitOffsetsIfNecessary } = payload;
+    const live = () => isRunning() && !isStale() && !pipeline.stopping;
+    const key = `${batch.topic}\u0000${batch.partition}`;
+    let st = pipeline.parts.get(key);
+    if (st?.failed) {
+      await st.tail;
+      st = undefined;
+    }
+    if (!st) {
+      st = { tail: Promise.resolve(), queue: [], running: false, failed: false };
+      pipeline.parts.set(key, st);
+    }
+    const state = st;
+    if (!live() || batch.messages.length === 0) return;
+    for (const m of batch.messages) state.queue.push(this.decode(batch.topic, m));
+    resolveOffset(batch.messages[batch.messages.length - 1]!.offset);
+    const max = this.consumerSettings.maxBatch;
+    if (!state.running) {
+      state.running = true;
+      state.tail = (async () => {
+        try {
+          while (state.queue.length > 0 && !state.failed) {
+            const chunk = state.queue.splice(0, max);
+            const done = await this.handleChunk(chunk, batch.topic, batch.partition, handler, live, heartbeat);
+            if (!done) {
+              state.failed = true;
+              break;
+            }
+            const last = chunk[chunk.length - 1]!.message.offset;
+            await commitOffsetsIfNecessary({
+              topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(last) + 1n).toString() }] }],
+            });
+          }
+        } catch (e) {
+          state.failed = true;
+          this.opts.logger?.warn({ topic: batch.topic, partition: batch.partition, err: errorText(e) }, 'fetched-ahead messages not committed');
+        } finally {
+          if (state.failed) state.queue.length = 0;
+          state.running = false;
+        }
+      })();
+    }
+    if (state.queue.length >= 2 * max) await state.tail;
   }
 
   private async consumeBatch(payload: EachBatchPayload, handler: Handler): Promise<void> {

@@ -56,7 +56,7 @@ export async function createService(
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};
     subscriptions.push(
-      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), { concurrency: t.concurrency ?? 1 }),
+      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), { concurrency: t.concurrency ?? 1, fetchAhead: true }),
     );
   }
 
