@@ -21,6 +21,7 @@ import {
   holdingMember,
   inlineEntities,
   kindOfEntityType,
+  type InlineEntity,
   validateEntity,
   type KindSegment,
   type OtmError,
@@ -161,11 +162,12 @@ class Engine {
       this.tx.delete(m.tenant, m.kind, m.key);
       return;
     }
-    const doc = await this.withNewerCopies(m.tenant, m.kind, m.doc as Doc, m.acceptedAt);
+    // The document is walked once; its inline entities serve every step below.
+    const { doc, children } = await this.withNewerCopies(m.tenant, m.kind, m.doc as Doc, m.acceptedAt);
     if (!m.inlineOnly) {
-      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true);
+      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true, children);
     }
-    await this.storeInline(m.tenant, m.kind, doc, m.acceptedAt);
+    await this.storeInline(m.tenant, children, m.acceptedAt);
     if (m.kind === 'events' && !m.inlineOnly) await this.effect(m.tenant, doc, m.acceptedAt, m.key);
   }
 
@@ -174,7 +176,15 @@ class Engine {
    * replaces, an inline copy only when newer. Then updates the copies held by other entities and
    * applies effects that were waiting for this entity.
    */
-  private async store(tenant: string, kind: KindSegment, key: string, doc: Doc, stamp: VersionStamp, authoritative: boolean): Promise<boolean> {
+  private async store(
+    tenant: string,
+    kind: KindSegment,
+    key: string,
+    doc: Doc,
+    stamp: VersionStamp,
+    authoritative: boolean,
+    children: readonly InlineEntity[] = inlineEntities(kind, doc),
+  ): Promise<boolean> {
     const rank = lifecycleRank(doc.lifecycle);
     const existing = await this.tx.get(tenant, kind, key, rank);
     const json = JSON.stringify(doc);
@@ -184,7 +194,7 @@ class Engine {
     }
     this.tx.put(tenant, { kind, key, lifecycleRank: rank, json, stamp });
     const self = { kind, key, lifecycleRank: rank };
-    for (const child of inlineEntities(kind, doc)) {
+    for (const child of children) {
       if (typeof child.entity.id === 'string' && child.entity.id !== '') {
         this.tx.addHolder(tenant, { kind: child.kind, key: storageKey(child.entity.id) }, self);
       }
@@ -199,9 +209,15 @@ class Engine {
    * (the newer one wins also inside the document that brought the older copy). `doc` itself is
    * not changed; a copy is made when something is replaced.
    */
-  private async withNewerCopies(tenant: string, kind: KindSegment, doc: Doc, acceptedAt: number): Promise<Doc> {
+  private async withNewerCopies(
+    tenant: string,
+    kind: KindSegment,
+    doc: Doc,
+    acceptedAt: number,
+  ): Promise<{ doc: Doc; children: InlineEntity[] }> {
+    const children = inlineEntities(kind, doc);
     const replacements: Array<{ path: ReadonlyArray<string | number>; value: Doc }> = [];
-    for (const child of inlineEntities(kind, doc)) {
+    for (const child of children) {
       const id = child.entity.id;
       if (typeof id !== 'string' || id === '') continue;
       // A child inside one already replaced comes with its replacement.
@@ -211,18 +227,20 @@ class Engine {
         replacements.push({ path: child.path, value: JSON.parse(stored.json) as Doc });
       }
     }
-    if (replacements.length === 0) return doc;
+    if (replacements.length === 0) return { doc, children };
     const copy = JSON.parse(JSON.stringify(doc)) as Doc;
     for (const r of replacements) replaceAt(copy, r.path, r.value);
-    return copy;
+    return { doc: copy, children: inlineEntities(kind, copy) };
   }
 
   /** Stores the inline entities (with an id) of `doc`, each if newer than the stored one. */
-  private async storeInline(tenant: string, kind: KindSegment, doc: Doc, acceptedAt: number): Promise<void> {
-    for (const child of inlineEntities(kind, doc)) {
+  private async storeInline(tenant: string, children: readonly InlineEntity[], acceptedAt: number): Promise<void> {
+    for (const child of children) {
       const id = child.entity.id;
       if (typeof id !== 'string' || id === '') continue;
-      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false);
+      // A child's own inline entities are those listed below it (the walk covers every depth).
+      const below = children.filter((c) => c.path.length > child.path.length && child.path.every((p, i) => c.path[i] === p));
+      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false, below);
     }
   }
 
@@ -280,7 +298,7 @@ class Engine {
       const { doc, errors } = applyUpdate(t.kind, JSON.parse(existing.json) as Doc, t.patch);
       if (errors.length > 0) return this.drop('invalidResult', event, errors);
       await this.store(tenant, t.kind, t.key, doc, { modified: modifiedOf(doc), acceptedAt }, true);
-      await this.storeInline(tenant, t.kind, t.patch, acceptedAt);
+      await this.storeInline(tenant, inlineEntities(t.kind, t.patch), acceptedAt);
       return;
     }
     const created = ASSOCIATION_EVENTS[event.eventType as string];

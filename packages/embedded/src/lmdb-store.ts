@@ -42,6 +42,23 @@ type Str = Database<string, string>;
 
 
 
+/** The stored value of one document at `rank`, or of its latest version. */
+function readVersion(db: Str, prefix: string, rank?: number): { rank: number; raw: string } | undefined {
+  if (rank !== undefined) {
+    const raw = db.get(prefix + rank);
+    return raw === undefined ? undefined : { rank, raw };
+  }
+  for (const { key: k, value } of db.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
+    return { rank: Number((k as string).slice(prefix.length)), raw: value };
+  }
+  return undefined;
+}
+
+/** Removes every version of one document (inside a write transaction). */
+function removeVersions(db: Str, prefix: string): void {
+  for (const k of db.getKeys({ start: prefix, end: prefix + '9' })) db.remove(k);
+}
+
 /** The versions of one entity, by rank, as stored. */
 function readVersions(db: Str, tenant: string, kind: KindSegment, key: string): Map<number, string> {
   const prefix = prefixOf(tenant, kind, key);
@@ -176,15 +193,8 @@ class LmdbEntityStore implements EntityStore {
   constructor(private readonly dbs: Dbs) {}
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const prefix = prefixOf(tenant, kind, key);
-    if (lifecycleRank !== undefined) {
-      const raw = this.dbs.entities.get(prefix + lifecycleRank);
-      return raw === undefined ? undefined : decodeVersion(kind, key, lifecycleRank, raw);
-    }
-    for (const { key: k, value } of this.dbs.entities.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
-      return decodeVersion(kind, key, Number((k as string).slice(prefix.length)), value);
-    }
-    return undefined;
+    const v = readVersion(this.dbs.entities, prefixOf(tenant, kind, key), lifecycleRank);
+    return v && decodeVersion(kind, key, v.rank, v.raw);
   }
 
   async unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
@@ -200,11 +210,9 @@ class LmdbEntityStore implements EntityStore {
             entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
             break;
           }
-          case 'delete': {
-            const prefix = prefixOf(op.tenant, op.kind, op.key);
-            for (const k of entities.getKeys({ start: prefix, end: prefix + '9' })) entities.remove(k);
+          case 'delete':
+            removeVersions(entities, prefixOf(op.tenant, op.kind, op.key));
             break;
-          }
           case 'holder+':
             holders.put(op.k, '1');
             break;
@@ -235,16 +243,8 @@ class LmdbEventStore implements EventStore {
   constructor(private readonly dbs: Dbs) {}
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const prefix = prefixOf(tenant, kind, key);
-    const db = this.dbs.telemetry;
-    if (lifecycleRank !== undefined) {
-      const json = db.get(prefix + lifecycleRank);
-      return json === undefined ? undefined : { kind, key, lifecycleRank, json };
-    }
-    for (const { key: k, value } of db.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
-      return { kind, key, lifecycleRank: Number((k as string).slice(prefix.length)), json: value };
-    }
-    return undefined;
+    const v = readVersion(this.dbs.telemetry, prefixOf(tenant, kind, key), lifecycleRank);
+    return v && { kind, key, lifecycleRank: v.rank, json: v.raw };
   }
 
   async write(writes: readonly DocumentWrite[]): Promise<void> {
@@ -255,8 +255,7 @@ class LmdbEventStore implements EventStore {
         if (w.op === 'put') {
           db.put(prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank, w.doc.json);
         } else {
-          const prefix = prefixOf(w.tenant, w.kind, w.key);
-          for (const k of db.getKeys({ start: prefix, end: prefix + '9' })) db.remove(k);
+          removeVersions(db, prefixOf(w.tenant, w.kind, w.key));
         }
       }
     });

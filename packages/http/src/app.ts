@@ -26,10 +26,8 @@ export interface HttpAppOptions {
   readiness: () => Promise<Record<string, boolean>>;
 }
 
-const errorBody = (items: ErrorItem[]) => items;
-
 function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
-  return reply.code(status).headers(headers).type('application/json; charset=utf-8').send(errorBody(items));
+  return reply.code(status).headers(headers).type('application/json; charset=utf-8').send(items);
 }
 
 /**

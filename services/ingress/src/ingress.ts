@@ -2,7 +2,7 @@
  * The ingress: checks a change, gives a new document its id, and publishes it to the bus. It
  * answers only after the bus has durably accepted the change.
  */
-import { holdingMember, inlineEntities, validateEntity, type KindSegment, type OtmError } from '@otm/model';
+import { associationTarget, holdingMember, inlineEntities, validateEntity, type KindSegment, type OtmError } from '@otm/model';
 import {
   OtmServiceError,
   TOPICS,
@@ -35,20 +35,12 @@ export interface Accepted {
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Id of an entity association (inline entity id or reference uuid), if any. */
-function associationId(assoc: unknown): string | undefined {
-  if (!isObject(assoc)) return undefined;
-  if (typeof assoc.uuid === 'string') return assoc.uuid;
-  if (isObject(assoc.entity) && typeof assoc.entity.id === 'string') return assoc.entity.id;
-  return undefined;
-}
-
 /**
  * Partition key of a telemetry event: its vehicle, else its sensor, else the event itself; so
  * that one vehicle's positions stay in order.
  */
 export function telemetryKey(doc: Readonly<Record<string, unknown>>, key: string): string {
-  const id = associationId(doc.vehicle) ?? associationId(doc.sensor);
+  const id = associationTarget(doc.vehicle)?.id ?? associationTarget(doc.sensor)?.id;
   return id === undefined ? key : storageKey(id);
 }
 

@@ -4,6 +4,8 @@
  * (entityType, eventType, actionType). Prints one JSON line per file; exit code 1 if any is invalid.
  */
 import fs from 'node:fs';
+import { OtmServiceError, loadConfig } from '@otm/core';
+import { parseJsonBody } from '@otm/http';
 import { detectKind, isKindSegment, validateEntity, KINDS, type KindSegment, type OtmError } from '@otm/model';
 
 export interface FileResult {
@@ -13,12 +15,16 @@ export interface FileResult {
   readonly errors: OtmError[];
 }
 
+/** The API's nesting limit (OTM_MAX_DEPTH, default 64), so that both give the same answer. */
+const maxDepth = loadConfig({ OTM_MAX_DEPTH: process.env.OTM_MAX_DEPTH }).maxDepth;
+
 export function validateText(file: string, text: string, kind?: KindSegment): FileResult {
   let doc: unknown;
   try {
-    doc = JSON.parse(text);
+    doc = parseJsonBody(text, maxDepth);
   } catch (e) {
-    return { file, kind: kind ?? null, valid: false, errors: [{ type: 'invalidJson', message: `the body is not valid JSON: ${(e as Error).message}` }] };
+    if (!(e instanceof OtmServiceError)) throw e;
+    return { file, kind: kind ?? null, valid: false, errors: e.items as OtmError[] };
   }
   const k = kind ?? detectKind(doc);
   if (k === undefined) {
