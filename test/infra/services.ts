@@ -289,15 +289,16 @@ function pidAlive(pid: unknown): boolean {
 function sweepStaleScratchDirs(): void {
   if (swept) return;
   swept = true;
-  let entries: string[] = [];
-  try {
-    entries = fs.readdirSync(os.tmpdir());
-  } catch {
-    return;
+  const entries: string[] = [];
+  for (const base of new Set([os.tmpdir(), memoryBase()])) {
+    try {
+      entries.push(...fs.readdirSync(base).map((name) => path.join(base, name)));
+    } catch {
+      // not there
+    }
   }
-  for (const name of entries) {
-    if (!SCRATCH_PREFIXES.some((p) => name.startsWith(p))) continue;
-    const dir = path.join(os.tmpdir(), name);
+  for (const dir of entries) {
+    if (!SCRATCH_PREFIXES.some((p) => path.basename(dir).startsWith(p))) continue;
     try {
       const owner = JSON.parse(fs.readFileSync(path.join(dir, OWNER_FILE), 'utf8')) as { owner?: unknown; server?: unknown };
       if (pidAlive(owner.owner) || pidAlive(owner.server)) continue;
@@ -313,14 +314,33 @@ function sweepStaleScratchDirs(): void {
   }
 }
 
-function makeScratchDir(prefix: string): string {
+/**
+ * A folder in memory (tmpfs) when the machine has one, else the temporary folder
+ * (OTM_TEST_CLICKHOUSE_ON_DISK=1 forces the latter). The test ClickHouse keeps its data there:
+ * 18.16 writes every insert as a part of ~70 files (two per column; a current ClickHouse writes
+ * small inserts as compact parts of 3 files), and creating a file on this VM's shared disk takes
+ * 0.06-0.36 ms against ~0.017 ms on tmpfs (bench/diag/file-create.mjs): a 300-row insert takes
+ * 13-100 ms on disk, ~10 ms on tmpfs (bench/diag/clickhouse-insert.mjs; strace of the server:
+ * openat dominated, nothing is fsynced).
+ */
+function memoryBase(): string {
+  if (process.env.OTM_TEST_CLICKHOUSE_ON_DISK === '1') return os.tmpdir();
+  try {
+    fs.accessSync('/dev/shm', fs.constants.W_OK);
+    return '/dev/shm';
+  } catch {
+    return os.tmpdir();
+  }
+}
+
+function makeScratchDir(prefix: string, base = os.tmpdir()): string {
   installExitHook();
   try {
     sweepStaleScratchDirs();
   } catch {
     // best effort
   }
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  const dir = fs.mkdtempSync(path.join(base, prefix));
   fs.writeFileSync(path.join(dir, OWNER_FILE), JSON.stringify({ owner: process.pid }));
   scratchDirs.add(dir);
   return dir;
@@ -432,12 +452,48 @@ export async function startKafka(opts: { topics: Record<string, number>; brokers
     return `${name}:${partitions}`;
   });
   const bin = await kafkaMockBinaryPath();
+  // The mock prints its address within a few milliseconds. Once, in a CI run with the machine
+  // fully loaded, it printed nothing for 10 s; a start that stalls is killed (with what /proc says
+  // about it in the error) and tried again with a new process.
+  const errors: string[] = [];
+  for (let attempt = 1; attempt <= KAFKA_START_ATTEMPTS; attempt++) {
+    try {
+      return await startKafkaOnce(bin, [String(brokers), ...topicArgs]);
+    } catch (e) {
+      errors.push(`attempt ${attempt}: ${(e as Error).message}`);
+    }
+  }
+  throw new Error(`kafka-mock did not start:\n${errors.join('\n')}`);
+}
+
+const KAFKA_START_ATTEMPTS = 3;
+const KAFKA_START_TIMEOUT_MS = 10_000;
+
+/** What the kernel says about a process that stalls: its state, where it waits, its threads. */
+function procState(pid: number | undefined): string {
+  if (pid === undefined) return 'no pid';
+  const read = (f: string) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/${f}`, 'utf8').trim();
+    } catch {
+      return '?';
+    }
+  };
+  const status = read('status');
+  const pick = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1] ?? '?';
+  return `state ${pick('State')}, threads ${pick('Threads')}, waiting in ${read('wchan')}`;
+}
+
+async function startKafkaOnce(bin: string, args: string[]): Promise<KafkaService> {
   // prctl(PR_SET_PDEATHSIG) is done by the program itself.
-  const child = spawnService(bin, [String(brokers), ...topicArgs], { pdeathsig: false });
+  const child = spawnService(bin, args, { pdeathsig: false });
   const stderr = tail(child.stderr);
   const bootstrap = await new Promise<string>((resolve, reject) => {
     let out = '';
-    const timer = setTimeout(() => fail(new Error('kafka-mock did not print its bootstrap servers within 10 s')), 10_000);
+    const timer = setTimeout(
+      () => fail(new Error(`no bootstrap servers printed within ${KAFKA_START_TIMEOUT_MS / 1000} s (${procState(child.pid)}): ${stderr()}`)),
+      KAFKA_START_TIMEOUT_MS,
+    );
     const onData = (d: Buffer) => {
       out += d.toString();
       const m = /^BOOTSTRAP (\S+)$/m.exec(out);
@@ -528,7 +584,7 @@ export async function startClickHouse(): Promise<UrlService> {
   const server = findExecutable('clickhouse-server')!;
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const dir = makeScratchDir('otm-clickhouse-');
+    const dir = makeScratchDir('otm-clickhouse-', memoryBase());
     try {
       const [http, tcp, interserver] = (await freePorts(3)) as [number, number, number];
       fs.mkdirSync(path.join(dir, 'data'), { recursive: true });
