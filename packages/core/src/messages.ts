@@ -66,3 +66,49 @@ export const TELEMETRY_EVENT_TYPES: ReadonlySet<string> = new Set([
 
 export const isTelemetry = (kind: KindSegment, doc: Readonly<Record<string, unknown>> | undefined): boolean =>
   kind === 'events' && doc !== undefined && TELEMETRY_EVENT_TYPES.has(doc.eventType as string);
+
+const texts = new WeakMap<object, string>();
+
+/**
+ * The JSON text of an accepted document, made once per document object: the ingress makes it for
+ * its answer, and in one process the workers reuse it for the stored version instead of encoding
+ * the same document again. Accepted documents are never changed after this (changes are made on
+ * copies), which is what makes the cache safe.
+ */
+export function jsonOf(doc: Readonly<Record<string, unknown>>): string {
+  let text = texts.get(doc);
+  if (text === undefined) {
+    text = JSON.stringify(doc);
+    texts.set(doc, text);
+  }
+  return text;
+}
+
+const DOC_MEMBER = ',"doc":';
+
+/**
+ * A change message as JSON for a bus that carries text (Kafka). The document comes last and is
+ * the text `jsonOf` made, so that `decodeMessage` can hand the same text to the worker instead of
+ * the worker encoding the document again.
+ */
+export function encodeMessage(message: ChangeMessage): string {
+  if (message.op !== 'put') return JSON.stringify(message);
+  const { doc, ...rest } = message;
+  return `${JSON.stringify(rest).slice(0, -1)}${DOC_MEMBER}${jsonOf(doc)}}`;
+}
+
+/**
+ * Parses what `encodeMessage` made (or any JSON change message). When the document is the last
+ * member, its text is remembered for `jsonOf`: the text is the sender's `JSON.stringify` of the
+ * document, and parsing then encoding such text gives it back unchanged.
+ */
+export function decodeMessage(text: string): ChangeMessage {
+  const message = JSON.parse(text) as ChangeMessage;
+  if (typeof message !== 'object' || message === null || message.op !== 'put' || typeof message.doc !== 'object' || message.doc === null) {
+    return message;
+  }
+  const { doc, ...rest } = message;
+  const prefix = `${JSON.stringify(rest).slice(0, -1)}${DOC_MEMBER}`;
+  if (text.startsWith(prefix) && text.endsWith('}')) texts.set(doc, text.slice(prefix.length, -1));
+  return message;
+}

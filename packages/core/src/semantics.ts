@@ -30,7 +30,7 @@ import type { Logger } from 'pino';
 import { storageKey } from './ids.js';
 import { lifecycleRank } from './lifecycle.js';
 import { mergePatch } from './merge-patch.js';
-import type { ChangeMessage, Envelope } from './messages.js';
+import { jsonOf, type ChangeMessage, type Envelope } from './messages.js';
 import { droppedEffects, pendingEffects } from './metrics.js';
 import type { EntityTx, PendingEffect, VersionStamp } from './ports.js';
 
@@ -165,7 +165,9 @@ class Engine {
     // The document is walked once; its inline entities serve every step below.
     const { doc, children } = await this.withNewerCopies(m.tenant, m.kind, m.doc as Doc, m.acceptedAt);
     if (!m.inlineOnly) {
-      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true, children);
+      // Unchanged by withNewerCopies, the document's text is the one the ingress already made.
+      const json = doc === m.doc ? jsonOf(doc) : undefined;
+      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true, children, json);
     }
     await this.storeInline(m.tenant, children, m.acceptedAt);
     if (m.kind === 'events' && !m.inlineOnly) await this.effect(m.tenant, doc, m.acceptedAt, m.key);
@@ -184,10 +186,11 @@ class Engine {
     stamp: VersionStamp,
     authoritative: boolean,
     children: readonly InlineEntity[] = inlineEntities(kind, doc),
+    text?: string,
   ): Promise<boolean> {
     const rank = lifecycleRank(doc.lifecycle);
     const existing = await this.tx.get(tenant, kind, key, rank);
-    const json = JSON.stringify(doc);
+    const json = text ?? JSON.stringify(doc);
     if (existing !== undefined) {
       if (existing.json === json) return false;
       if (!authoritative && existing.stamp && isNewer(existing.stamp, stamp)) return false;

@@ -2,7 +2,7 @@
  * Bearer tokens from OTM_TOKENS: `token:tenant:scopes`, scopes `read` and/or `write` joined by `+`.
  * Tokens are kept only as SHA-256 digests and compared in constant time; they are never logged.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export type Scope = 'read' | 'write';
 export interface TokenEntry {
@@ -19,7 +19,8 @@ export interface Principal {
 const TENANT_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const TOKEN_RE = /^[\x21-\x7e]{8,512}$/;
 
-const digest = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
+// crypto.hash is the one-shot form of createHash (about half the cost per request).
+const digest = (token: string): Buffer => hash('sha256', token, 'buffer');
 
 export function parseTokens(spec: string): TokenEntry[] {
   const entries: TokenEntry[] = [];

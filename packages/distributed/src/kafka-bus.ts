@@ -27,7 +27,7 @@
  * only runs for the rare poison message.
  */
 import { Kafka, logLevel as KafkaLogLevel, type Admin, type Consumer, type EachBatchPayload, type KafkaMessage, type LogEntry, type Producer } from 'kafkajs';
-import { OtmServiceError, TOPICS, unavailable, type Bus, type ChangeMessage, type Envelope, type Logger, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
+import { OtmServiceError, TOPICS, decodeMessage, encodeMessage, unavailable, type Bus, type ChangeMessage, type Envelope, type Logger, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
 
 export interface KafkaConsumerSettings {
   /** Group session timeout (ms). Default 30000; tests: 3000. */
@@ -315,7 +315,7 @@ export class KafkaBus implements Bus {
     for (const t of taken) {
       for (const e of t.envelopes) {
         const list = byTopic.get(e.topic) ?? [];
-        list.push({ key: e.key, value: JSON.stringify(e.message) });
+        list.push({ key: e.key, value: encodeMessage(e.message) });
         byTopic.set(e.topic, list);
       }
     }
@@ -426,7 +426,7 @@ export class KafkaBus implements Bus {
 
   private decode(topic: string, m: KafkaMessage): Decoded {
     try {
-      const message = JSON.parse(m.value?.toString('utf8') ?? 'null') as ChangeMessage;
+      const message = decodeMessage(m.value?.toString('utf8') ?? 'null');
       if (typeof message !== 'object' || message === null || typeof message.op !== 'string') throw new Error('not a change message');
       return { message: m, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
     } catch (e) {

@@ -26,8 +26,11 @@ export interface HttpAppOptions {
   readiness: () => Promise<Record<string, boolean>>;
 }
 
+/** The content type of every JSON answer. */
+export const JSON_TYPE = 'application/json; charset=utf-8';
+
 function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
-  return reply.code(status).headers(headers).type('application/json; charset=utf-8').send(items);
+  return reply.code(status).headers(headers).type(JSON_TYPE).send(items);
 }
 
 /**
@@ -79,9 +82,10 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     done(null, { ndjson: body as unknown as string });
   });
 
-  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+  // Callback style (not async): no promise per request on the hot path.
+  app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
     const scope = req.routeOptions.config?.scope;
-    if (scope === undefined) return;
+    if (scope === undefined) return done();
     const header = req.headers.authorization;
     const m = header === undefined ? null : BEARER_RE.exec(header);
     const principal = m?.[1] === undefined ? undefined : opts.verifier.verify(m[1]);
@@ -93,14 +97,17 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
             ? 'the Authorization header must be: Bearer <token>'
             : 'the bearer token is not valid';
       const challenge = header === undefined ? 'Bearer realm="otm"' : 'Bearer realm="otm", error="invalid_token"';
-      return send(reply, 401, [{ type: 'unauthorized', message }], { 'www-authenticate': challenge });
+      send(reply, 401, [{ type: 'unauthorized', message }], { 'www-authenticate': challenge });
+      return;
     }
     if (!principal.scopes.has(scope)) {
-      return send(reply, 403, [{ type: 'forbidden', message: `this token lacks the '${scope}' scope` }], {
+      send(reply, 403, [{ type: 'forbidden', message: `this token lacks the '${scope}' scope` }], {
         'www-authenticate': `Bearer realm="otm", error="insufficient_scope", scope="${scope}"`,
       });
+      return;
     }
     req.principal = principal;
+    done();
   });
 
   app.setNotFoundHandler((req, reply) =>
@@ -110,7 +117,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   app.setErrorHandler((err: FastifyError | OtmServiceError, req, reply) => {
     if (err instanceof OtmServiceError) {
       if (err.status >= 500) req.log.error({ err, code: err.code }, 'request failed');
-      if (err.status === 500) return reply.code(500).type('application/json; charset=utf-8').send(JSON.stringify('internal error'));
+      if (err.status === 500) return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
       return send(reply, err.status, err.items, err.headers);
     }
     switch (err.code) {
@@ -138,14 +145,14 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       return send(reply, err.statusCode, [{ type: 'invalidJson', message: err.message }]);
     }
     req.log.error({ err }, 'request failed');
-    return reply.code(500).type('application/json; charset=utf-8').send(JSON.stringify('internal error'));
+    return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   // This service's OpenAPI description (public, like the model's own).
   let openapi: string | undefined;
   app.get('/api/v5/openapi.json', async (_req, reply) =>
-    reply.type('application/json; charset=utf-8').send((openapi ??= JSON.stringify(openApiDocument()))),
+    reply.type(JSON_TYPE).send((openapi ??= JSON.stringify(openApiDocument()))),
   );
   // Prometheus metrics of this process (no token: serve it on an internal network only).
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import { OtmServiceError, exceedsDepthOf, invalidDocument } from '@otm/core';
-import { kindParam, onlyQuery, uuidParam } from '@otm/http';
+import { OtmServiceError, exceedsDepthOf, invalidDocument, jsonOf } from '@otm/core';
+import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
 import type { BulkItem, Ingress } from './ingress.js';
 
 export interface IngressRouteOptions {
@@ -70,7 +70,8 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
     const kind = kindParam(req.params.kind, req.url, req.method);
     onlyQuery(req.query, []);
     const { key, doc } = await ingress.put(req.principal!.tenant, kind, req.body);
-    return reply.code(200).header('location', `/api/v5/${kind}/${key}`).send(doc);
+    // The answer is the accepted document; its text is made once and reused by an in-process worker.
+    return reply.code(200).header('location', `/api/v5/${kind}/${key}`).type(JSON_TYPE).send(jsonOf(doc));
   });
 
   app.delete<{ Params: EntityParams }>('/api/v5/:kind/:uuid', { config: { scope: 'write' } }, async (req, reply) => {

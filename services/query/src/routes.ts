@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { LIFECYCLES, invalidDocument, isLifecycle, lifecycleRank } from '@otm/core';
-import { kindParam, onlyQuery, uuidParam } from '@otm/http';
+import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
 import type { Query } from './query.js';
 
 interface EntityParams {
@@ -24,6 +24,6 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query): void {
       rank = lifecycleRank(q.lifecycle);
     }
     const doc = await query.get(req.principal!.tenant, kind, key, rank);
-    return reply.code(200).type('application/json; charset=utf-8').send(doc.json);
+    return reply.code(200).type(JSON_TYPE).send(doc.json);
   });
 }

@@ -10,6 +10,7 @@ import {
   appliedMessages,
   applyChanges,
   batchSeconds,
+  jsonOf,
   lifecycleRank,
   modifiedOf,
   type DocumentWrite,
@@ -29,7 +30,7 @@ export function toWrite(envelope: Envelope): DocumentWrite {
       kind: m.kind,
       key: m.key,
       lifecycleRank: lifecycleRank(m.doc.lifecycle),
-      json: JSON.stringify(m.doc),
+      json: jsonOf(m.doc),
       value: m.doc,
       stamp: { modified: modifiedOf(m.doc), acceptedAt: m.acceptedAt },
     },
@@ -67,10 +68,10 @@ export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: T
   const maxDelayMs = batching.maxDelayMs ?? 0;
   let waiting: Array<{ writes: DocumentWrite[]; resolve: () => void; reject: (e: unknown) => void }> = [];
   let rows = 0;
-  let timer: NodeJS.Timeout | undefined;
+  let timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
 
   const flush = () => {
-    if (timer) clearTimeout(timer);
+    if (timer) (maxDelayMs > 0 ? clearTimeout(timer as NodeJS.Timeout) : clearImmediate(timer as NodeJS.Immediate));
     timer = undefined;
     const taken = waiting;
     waiting = [];
@@ -96,6 +97,7 @@ export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: T
       waiting.push({ writes: batch.map(toWrite), resolve, reject });
       rows += batch.length;
       if (rows >= maxRows) flush();
-      else timer ??= setTimeout(flush, maxDelayMs);
+      // setTimeout(fn, 0) waits at least 1 ms; setImmediate runs once this turn's I/O is handled.
+      else timer ??= maxDelayMs > 0 ? setTimeout(flush, maxDelayMs) : setImmediate(flush);
     });
 }

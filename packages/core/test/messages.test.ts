@@ -1,0 +1,31 @@
+import { describe, expect, it } from 'vitest';
+import { decodeMessage, encodeMessage, jsonOf, type ChangeMessage } from '../src/index.js';
+
+const put = (doc: Record<string, unknown>): ChangeMessage => ({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', doc, acceptedAt: 1_700_000_000_123 });
+
+describe('change messages on a text bus', () => {
+  it('round-trip puts and deletes, the document last', () => {
+    const doc = { id: 'k1', eventType: 'locationUpdateEvent', name: 'q"\\\u00e9\n', externalAttributes: { doc: { ',"doc":': 1 }, __proto__x: [1.5, null] } };
+    const text = encodeMessage(put(doc));
+    expect(text.endsWith(`,"doc":${JSON.stringify(doc)}}`)).toBe(true);
+    const back = decodeMessage(text);
+    expect(back).toEqual(put(doc));
+    expect(jsonOf((back as { doc: Record<string, unknown> }).doc)).toBe(JSON.stringify(doc));
+    const del: ChangeMessage = { v: 1, op: 'delete', tenant: 'acme', kind: 'vehicles', key: 'k2', acceptedAt: 5 };
+    expect(decodeMessage(encodeMessage(del))).toEqual(del);
+  });
+
+  it("hands the sender's document text to jsonOf instead of encoding it again", () => {
+    // A space the receiver's JSON.stringify would not write: the text must come from the message.
+    const text = '{"v":1,"op":"put","tenant":"acme","kind":"events","key":"k1","acceptedAt":7,"doc":{"id": "k1"}}';
+    const m = decodeMessage(text) as { doc: Record<string, unknown> };
+    expect(m.doc).toEqual({ id: 'k1' });
+    expect(jsonOf(m.doc)).toBe('{"id": "k1"}');
+  });
+
+  it('encodes the document itself when it is not the last member (an older sender)', () => {
+    const text = '{"v":1,"op":"put","tenant":"acme","kind":"events","key":"k1","doc":{"id": "k1"},"acceptedAt":7}';
+    const m = decodeMessage(text) as { doc: Record<string, unknown> };
+    expect(jsonOf(m.doc)).toBe('{"id":"k1"}');
+  });
+});
