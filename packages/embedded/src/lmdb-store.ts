@@ -19,6 +19,7 @@ import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
 import {
+  LIFECYCLES,
   decodeVersion,
   encodeVersion,
   type DocumentWrite,
@@ -42,14 +43,20 @@ type Str = Database<string, string>;
 
 
 
-/** The stored value of one document at `rank`, or of its latest version. */
+/** Every lifecycle rank, highest (realized) first. */
+const RANKS_DOWN = Array.from({ length: LIFECYCLES.length + 1 }, (_, i) => LIFECYCLES.length - i);
+
+/**
+ * The ranks a read tries, in order: the one asked for, else all from the top. Reads probe them
+ * with point gets, cheaper in lmdb than opening a range cursor.
+ */
+const ranksToTry = (rank?: number): readonly number[] => (rank === undefined ? RANKS_DOWN : [rank]);
+
+/** The stored value of one document at `rank`, or of its latest (highest-ranked) version. */
 function readVersion(db: Str, prefix: string, rank?: number): { rank: number; raw: string } | undefined {
-  if (rank !== undefined) {
-    const raw = db.get(prefix + rank);
-    return raw === undefined ? undefined : { rank, raw };
-  }
-  for (const { key: k, value } of db.getRange({ start: prefix + '9', end: prefix, reverse: true, limit: 1 })) {
-    return { rank: Number((k as string).slice(prefix.length)), raw: value };
+  for (const r of ranksToTry(rank)) {
+    const raw = db.get(prefix + r);
+    if (raw !== undefined) return { rank: r, raw };
   }
   return undefined;
 }
@@ -57,16 +64,6 @@ function readVersion(db: Str, prefix: string, rank?: number): { rank: number; ra
 /** Removes every version of one document (inside a write transaction). */
 function removeVersions(db: Str, prefix: string): void {
   for (const k of db.getKeys({ start: prefix, end: prefix + '9' })) db.remove(k);
-}
-
-/** The versions of one entity, by rank, as stored. */
-function readVersions(db: Str, tenant: string, kind: KindSegment, key: string): Map<number, string> {
-  const prefix = prefixOf(tenant, kind, key);
-  const out = new Map<number, string>();
-  for (const { key: k, value } of db.getRange({ start: prefix, end: prefix + '9' })) {
-    out.set(Number((k as string).slice(prefix.length)), value);
-  }
-  return out;
 }
 
 type Op =
@@ -91,14 +88,17 @@ class LmdbTx implements EntityTx {
   constructor(private readonly dbs: Dbs) {}
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const o = this.overlay.get(prefixOf(tenant, kind, key));
-    const stored = o?.deleted ? new Map<number, string>() : readVersions(this.dbs.entities, tenant, kind, key);
-    const ranks = new Set<number>([...stored.keys(), ...(o?.versions.keys() ?? [])]);
-    const pick = lifecycleRank ?? Math.max(-1, ...ranks);
-    if (!ranks.has(pick)) return undefined;
-    const own = o?.versions.get(pick);
-    if (own) return own;
-    return decodeVersion(kind, key, pick, stored.get(pick)!);
+    const prefix = prefixOf(tenant, kind, key);
+    const o = this.overlay.get(prefix);
+    // The unit's own writes first (highest rank wins when none is asked for), then the store.
+    for (const r of ranksToTry(lifecycleRank)) {
+      const own = o?.versions.get(r);
+      if (own) return own;
+      if (o?.deleted) continue;
+      const raw = this.dbs.entities.get(prefix + r);
+      if (raw !== undefined) return decodeVersion(kind, key, r, raw);
+    }
+    return undefined;
   }
 
   put(tenant: string, doc: StoredDocument & { stamp: VersionStamp }): void {
