@@ -74,6 +74,21 @@ export function eventStoreContract(name: string, factory: () => Promise<EventSto
       expect((await store.get('t1', 'events', id))?.json).toBe(JSON.stringify(moved));
     });
 
+    it('a new version that moves the event to another vehicle and day replaces it, also when it moves back', async () => {
+      const { store } = await open();
+      const id = randomUUID();
+      const there = location(id, {
+        creationDate: '2024-04-02T08:00:00Z',
+        vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: 'c0c0c0c0-0000-4000-8000-000000000002' },
+      });
+      await store.write([putEvent('t1', location(id))]);
+      await store.write([putEvent('t1', there)]);
+      expect((await store.get('t1', 'events', id))?.json).toBe(JSON.stringify(there));
+      const back = location(id, { name: 'back' });
+      await store.write([putEvent('t1', back)]);
+      expect((await store.get('t1', 'events', id))?.json).toBe(JSON.stringify(back));
+    });
+
     it('delete removes every lifecycle version at once; a later put brings it back', async () => {
       const { store } = await open();
       const id = randomUUID();

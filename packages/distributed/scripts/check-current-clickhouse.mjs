@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Session } from 'chdb';
-import { eventStoreDdl } from '../dist/clickhouse-event-store.js';
+import { eventGetSql, eventPlacementsSql, eventStoreDdl } from '../dist/clickhouse-event-store.js';
 import { eventColumns } from '../dist/event-columns.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-chdb-'));
 const s = new Session(dir);
@@ -25,8 +25,8 @@ const rows = [], ids = [];
 const add = (id, doc, rank = 0) => {
   const c = eventColumns(doc, 0);
   const version = v++;
-  rows.push({ ...c, tenant: 'acme', event_id: id, lifecycle_rank: rank, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0 });
-  ids.push({ tenant: 'acme', kind: 'events', event_id: id, lifecycle_rank: rank, vehicle_id: c.vehicle_id, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0, doc: JSON.stringify(doc) });
+  rows.push({ ...c, tenant: 'acme', event_id: id, lifecycle_rank: rank, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0, doc: JSON.stringify(doc) });
+  ids.push({ tenant: 'acme', kind: 'events', event_id: id, lifecycle_rank: rank, vehicle_id: c.vehicle_id, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0 });
 };
 add('f1', { eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T09:00:00Z', vehicle: ref('vehicle', V1), trip: ref('trip', T1), amount: { value: 10, unit: 'l' } }, 4);
 add('f1', { eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T09:00:00Z', vehicle: ref('vehicle', V1), trip: ref('trip', T1), amount: { value: 10, unit: 'l' } }, 4);
@@ -49,10 +49,11 @@ for (const m of md.matchAll(/```sql\n([\s\S]*?)```/g)) {
     console.log('FAIL', sql.split('\n')[0], String(e).slice(0, 500));
   }
 }
-// the store's own read queries
+// the store's own read queries, made by the store's own builders
 for (const q of [
-  `SELECT lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted FROM otm.otm_event_ids WHERE tenant = 'acme' AND kind = 'events' AND event_id = 'f1' GROUP BY lifecycle_rank`,
-  `SELECT event_id, lifecycle_rank, argMax(vehicle_id, version) AS vehicle_id, toUInt32(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted FROM otm.otm_event_ids WHERE tenant = 'acme' AND kind = 'events' AND event_id IN ('f1','l1') GROUP BY event_id, lifecycle_rank`,
+  eventGetSql('otm', 'acme', 'f1'),
+  eventGetSql('otm', 'acme', 'f1', 4),
+  eventPlacementsSql('otm', 'acme', ['f1', 'l1']),
 ]) {
   try { console.log('OK  store', s.query(q, 'JSONEachRow').trim().slice(0, 300)); } catch (e) { failed = true; console.log('FAIL store', String(e).slice(0, 400)); }
 }

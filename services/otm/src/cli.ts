@@ -59,9 +59,9 @@ async function run(command: string, roles: Roles): Promise<number> {
   const logger = createLogger(config.logLevel).child({ role: command });
   const { tokens, notice } = roles.ingress || roles.query ? tokensFor(config, command) : { tokens: [], notice: '' };
   const adapters = openAdapters(config, logger);
-  // On Kafka the telemetry worker takes several partitions at once and gathers up to 100 ms of
+  // On Kafka the telemetry worker takes several partitions at once and gathers up to 50 ms of
   // events into one ClickHouse insert; in-process, writes go out on the next tick (a PUT waits).
-  const telemetry = config.bus === 'kafka' ? { concurrency: 16, maxDelayMs: 100, maxRows: 20_000 } : { maxDelayMs: 0 };
+  const telemetry = config.bus === 'kafka' ? { concurrency: 16, maxDelayMs: 50, maxRows: 20_000 } : { maxDelayMs: 0 };
   const service = await createService(roles, adapters, {
     tokens,
     logger,
