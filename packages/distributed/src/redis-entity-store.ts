@@ -12,9 +12,10 @@
  *   ordered by event key, exactly like the LMDB key), the hash maps the member to the effect's JSON.
  *
  * A unit of work reads Redis through an overlay of its own writes and commits them all in one
- * MULTI/EXEC: atomic and isolated on a single Redis (primary). It does not WATCH what it read:
- * like the LMDB store, units on the same entity are serialised by the bus (one partition per key,
- * one consumer per partition), not by the store.
+ * MULTI/EXEC: atomic and isolated on a single Redis (primary). Units on one entity are mostly
+ * serialised by the bus (one partition per key, one consumer per partition); an entity held inline
+ * by documents of two partitions is not, so on a single Redis the commit is also conditional: the
+ * unit WATCHes every key it reads and runs again if another worker changed one before its EXEC.
  *
  * Redis Cluster: a unit may span entities in different slots, and MULTI cannot cross slots. With
  * an ioredis `Cluster` client the writes are grouped by hash tag (one entity = one slot) and each
@@ -78,6 +79,9 @@ class Keys {
   }
 }
 
+/** Times a unit is run when other processes keep changing the keys it read. */
+const UNIT_ATTEMPTS = 10;
+
 /** One write of a unit; `tag` groups the writes of one entity (one cluster slot). */
 interface Op {
   readonly tag: string;
@@ -99,12 +103,24 @@ class RedisTx implements EntityTx {
     private readonly redis: Redis | Cluster,
     private readonly keys: Keys,
     private readonly guard: <T>(p: Promise<T>) => Promise<T>,
+    /** On the unit's own connection: WATCH each key before reading it (see RedisEntityStore.unit). */
+    private readonly watching = false,
   ) {}
+
+  /**
+   * `read` preceded by WATCH of `keys` on the same connection (commands keep their order, so both
+   * go out together); a failed WATCH fails the read, so a commit is never unconditional by accident.
+   */
+  private async watched<T>(keys: string[], read: () => Promise<T>): Promise<T> {
+    if (!this.watching) return this.guard(read());
+    const [, value] = await this.guard(Promise.all([(this.redis as Redis).watch(...keys), read()]));
+    return value;
+  }
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     const ek = this.keys.entity(tenant, kind, key);
     const o = this.overlay.get(ek);
-    const stored = o?.deleted ? {} : await this.guard(this.redis.hgetall(ek));
+    const stored = o?.deleted ? {} : await this.watched([ek], () => this.redis.hgetall(ek));
     const ranks = new Set<number>([...Object.keys(stored).map(Number), ...(o?.versions.keys() ?? [])]);
     const pick = lifecycleRank ?? Math.max(-1, ...ranks);
     if (!ranks.has(pick)) return undefined;
@@ -131,7 +147,7 @@ class RedisTx implements EntityTx {
   async holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]> {
     const hk = this.keys.holders(tenant, kind, key);
     const seen = new Map<string, boolean>();
-    for (const member of await this.guard(this.redis.smembers(hk))) seen.set(member, true);
+    for (const member of await this.watched([hk], () => this.redis.smembers(hk))) seen.set(member, true);
     for (const [member, present] of this.holderOverlay.get(hk) ?? []) seen.set(member, present);
     const out: HolderRef[] = [];
     for (const [member, present] of seen) {
@@ -165,7 +181,7 @@ class RedisTx implements EntityTx {
   async pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]> {
     const pk = this.keys.pending(tenant, kind, key);
     const all = new Map<string, PendingEffect | null>();
-    const members = await this.guard(this.redis.zrange(pk, '0', '-1'));
+    const members = await this.watched([pk, this.keys.pendingEffects(tenant, kind, key)], () => this.redis.zrange(pk, '0', '-1'));
     if (members.length > 0) {
       const values = await this.guard(this.redis.hmget(this.keys.pendingEffects(tenant, kind, key), ...members));
       members.forEach((member, i) => {
@@ -266,31 +282,81 @@ export class RedisEntityStore implements EntityStore {
     return decodeVersion(kind, key, top, all[String(top)]!);
   }
 
+  /**
+   * A unit of work. On a single Redis node the commit is conditional: the unit runs on a
+   * connection of its own, every key it reads is WATCHed first, and EXEC fails if another process
+   * changed one of them meanwhile (two workers applying documents of different partitions that
+   * hold the same entity inline); the unit is then run again on the new state, up to
+   * UNIT_ATTEMPTS times. Units of one store take that connection one at a time. With a Redis
+   * Cluster client the writes are grouped by slot and not conditional (see the top of this file).
+   */
   async unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
-    const tx = new RedisTx(this.redis, this.keys, this.guard);
-    const result = await work(tx);
-    if (tx.ops.length === 0) return result;
     if (this.redis instanceof Cluster) {
+      const tx = new RedisTx(this.redis, this.keys, this.guard);
+      const result = await work(tx);
+      if (tx.ops.length === 0) return result;
       const byTag = new Map<string, Op[]>();
       for (const op of tx.ops) byTag.set(op.tag, [...(byTag.get(op.tag) ?? []), op]);
-      await Promise.all([...byTag.values()].map((ops) => this.exec(ops)));
-    } else {
-      await this.exec(tx.ops);
+      await Promise.all([...byTag.values()].map((ops) => this.exec(this.redis, ops)));
+      return result;
     }
+    const turn = this.unitTurn.then(() => this.conditionalUnit(work));
+    this.unitTurn = turn.then(
+      () => undefined,
+      () => undefined,
+    );
+    return turn;
+  }
+
+  private unitTurn: Promise<void> = Promise.resolve();
+  private unitConnection: Redis | undefined;
+
+  private async conditionalUnit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
+    const conn = (this.unitConnection ??= this.connectionForUnits());
+    for (let attempt = 1; ; attempt++) {
+      const tx = new RedisTx(conn, this.keys, this.guard, true);
+      let result: T;
+      try {
+        result = await work(tx);
+      } catch (e) {
+        await conn.unwatch().catch(() => {});
+        throw e;
+      }
+      if (tx.ops.length === 0) {
+        await this.guard(conn.unwatch());
+        return result;
+      }
+      if (await this.exec(conn, tx.ops)) {
+        await this.waitForReplicas();
+        return result;
+      }
+      if (attempt >= UNIT_ATTEMPTS) throw unavailable(`redis: the unit's keys kept changing (${attempt} attempts)`, 1);
+    }
+  }
+
+  /** A second connection to the same server, for units (WATCH belongs to a connection). */
+  private connectionForUnits(): Redis {
+    const conn = (this.redis as Redis).duplicate();
+    conn.on('error', () => {});
+    return conn;
+  }
+
+  private async waitForReplicas(): Promise<void> {
     const replicas = this.opts.waitForReplicas ?? 0;
     if (replicas > 0 && this.redis instanceof Redis) {
       const acked = await this.guard(this.redis.wait(replicas, this.opts.waitTimeoutMs ?? 1_000));
       if (acked < replicas) throw unavailable(`redis: only ${acked} of ${replicas} replicas confirmed the write`, 2);
     }
-    return result;
   }
 
-  private async exec(ops: readonly Op[]): Promise<void> {
-    const multi = this.redis.multi();
+  /** MULTI/EXEC of `ops`; false when EXEC was refused because a WATCHed key changed. */
+  private async exec(conn: Redis | Cluster, ops: readonly Op[]): Promise<boolean> {
+    const multi = conn.multi();
     for (const op of ops) op.apply(multi);
     const replies = await this.guard(multi.exec());
-    if (replies === null) throw unavailable('redis: transaction aborted', 2);
+    if (replies === null) return false;
     for (const [err] of replies) if (err) throw unavailable(`redis: ${errorText(err)}`, 2, err);
+    return true;
   }
 
   async ready(): Promise<boolean> {
@@ -302,6 +368,10 @@ export class RedisEntityStore implements EntityStore {
   }
 
   async close(): Promise<void> {
+    if (this.unitConnection) {
+      await this.unitTurn;
+      await this.unitConnection.quit().catch(() => this.unitConnection?.disconnect());
+    }
     if (!this.ownsClient) return;
     try {
       await this.redis.quit();

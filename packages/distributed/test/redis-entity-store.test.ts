@@ -34,6 +34,34 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
     await store.close();
   });
 
+  it('a unit whose read keys another process changed before its commit runs again on the new state', async () => {
+    const a = new RedisEntityStore({ url: redis.url, prefix: 'race' });
+    const b = new RedisEntityStore({ url: redis.url, prefix: 'race' });
+    const key = randomUUID();
+    const version = (json: string, at: number) => ({ kind: 'vehicles' as const, key, lifecycleRank: 0, json, stamp: { modified: at, acceptedAt: at } });
+    await b.unit(async (tx) => tx.put('t', version('{"v":1}', 1)));
+    const seen: Array<string | undefined> = [];
+    await a.unit(async (tx) => {
+      const cur = await tx.get('t', 'vehicles', key);
+      seen.push(cur?.json);
+      // The first time, another worker commits a newer version between this read and the commit.
+      if (seen.length === 1) await b.unit(async (tx2) => tx2.put('t', version('{"v":2}', 2)));
+      tx.put('t', version(JSON.stringify({ after: cur?.json }), 3));
+    });
+    expect(seen).toEqual(['{"v":1}', '{"v":2}']);
+    expect((await a.get('t', 'vehicles', key))?.json).toBe(JSON.stringify({ after: '{"v":2}' }));
+    // A unit that reads nothing another process touches commits at once.
+    let runs = 0;
+    await a.unit(async (tx) => {
+      runs++;
+      await tx.holders('t', 'vehicles', key);
+      tx.addHolder('t', { kind: 'vehicles', key }, { kind: 'trips', key: 'x', lifecycleRank: 0 });
+    });
+    expect(runs).toBe(1);
+    await a.close();
+    await b.close();
+  });
+
   it('acknowledged units survive a restart of Redis (appendonly yes, appendfsync always)', async () => {
     const store = new RedisEntityStore({ url: redis.url, prefix: 'rs' });
     const key = randomUUID();
