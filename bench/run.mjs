@@ -8,6 +8,7 @@
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
  *   npm run bench:lag                   visibility lag of the distributed deployment (p50, p99)
  *   npm run bench:profile               embedded PUT scenario with the service under --cpu-prof
+ *   npm run bench:profile -- --profile-scenario get-trip    (put-event, put-trip, get-trip, bulk)
  *
  * Run with `node --import ./bench/lib/register-ts.mjs bench/run.mjs` (the npm scripts do): that
  * hook lets this file import the repository's TypeScript test helpers in place.
@@ -36,6 +37,10 @@ const option = (name, def) => {
 };
 const QUICK = flag('quick');
 const PROFILE = flag('profile');
+// Which embedded scenario runs under the profiler: put-event (default), put-trip, get-trip or bulk.
+const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
+const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
+if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO)) throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
 const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'distributed', 'lag', 'track'];
 const only = option('only', undefined)?.split(',');
 for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g}: unknown group (${GROUPS.join(', ')})`);
@@ -261,37 +266,50 @@ async function groupEmbedded(base) {
   log('\n== embedded: otm serve (in-process bus, LMDB)');
   const profDir = PROFILE ? path.join(RESULTS, 'profiles', stamp) : undefined;
   const emb = await startEmbedded({}, profDir);
+  // Under --profile only the chosen scenario runs, then the profile is summarised.
+  const runs = (name) => !PROFILE || PROFILE_SCENARIO === name;
   try {
-    const loc = locationBodies();
-    const b = await pair('PUT event', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next });
-    throughputRow(`PUT locationUpdateEvent (${locationEvent(loc.ids.at(0), 0).length} B), ${cfg.connections} conn, embedded`, '>= 0.5', b, '; a new id per request');
+    if (runs('put-event')) {
+      const loc = locationBodies();
+      const b = await pair('PUT event', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next });
+      throughputRow(`PUT locationUpdateEvent (${locationEvent(loc.ids.at(0), 0).length} B), ${cfg.connections} conn, embedded`, '>= 0.5', b, '; a new id per request');
+    }
+    if (runs('put-trip')) {
+      const t = await pair('PUT trip', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/trips', body: TRIP_BODY });
+      throughputRow(`PUT trip with inline entities (${TRIP_BODY.length} B), embedded`, '>= 0.25', t, '; the same trip id replaced each time');
+    }
+    if (!PROFILE) {
+      const mem = memoryOf(emb.svc.child.pid);
+      addRow({
+        scenario: 'peak RSS (VmHWM) of the embedded service after the PUT scenarios',
+        figure: mem.hwmMB,
+        unit: 'MB',
+        target: '<= 300 MB',
+        pass: mem.hwmMB <= 300,
+        note: `RSS now ${fmt(mem.rssMB)} MB`,
+      });
+    }
+    if (runs('get-trip')) {
+      const put = await request(`${emb.url}/api/v5/trips`, { method: 'PUT', token: EMB_TOKEN, body: TRIP_BODY });
+      if (put.status !== 200) throw new Error(`PUT trip answered ${put.status}`);
+      const got = await request(`${emb.url}/api/v5/trips/${TRIP.id}`, { token: EMB_TOKEN });
+      if (got.status !== 200) throw new Error(`GET trip answered ${got.status}`);
+      await base.setGetBody(got.body);
+      const g = await pair('GET trip', base.url, emb.url, EMB_TOKEN, { method: 'GET', path: `/api/v5/trips/${TRIP.id}` });
+      throughputRow(`GET trip by id (${got.body.length} B answer), embedded`, '>= 0.6', g);
+    }
+    if (PROFILE && PROFILE_SCENARIO === 'bulk') {
+      const r = await bulkEndToEnd({ writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency });
+      log(`    bulk: ${fmt(r.rate)} events/s visible, answered at ${fmt(r.answeredRate)} events/s`);
+    }
     if (PROFILE) {
       await emb.stop();
       const file = fs.readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profDir, f))[0];
-      log(`\n== profile of the embedded service during the PUT scenario: ${path.relative(REPO, file)}\n`);
+      log(`\n== profile of the embedded service during the ${PROFILE_SCENARIO} scenario: ${path.relative(REPO, file)}\n`);
       const s = summarise(file, 15);
       printSummary(s);
       fs.writeFileSync(path.join(profDir, 'summary.json'), JSON.stringify(s, null, 2));
-      return;
     }
-    const t = await pair('PUT trip', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/trips', body: TRIP_BODY });
-    throughputRow(`PUT trip with inline entities (${TRIP_BODY.length} B), embedded`, '>= 0.25', t, '; the same trip id replaced each time');
-    const mem = memoryOf(emb.svc.child.pid);
-    addRow({
-      scenario: 'peak RSS (VmHWM) of the embedded service after the PUT scenarios',
-      figure: mem.hwmMB,
-      unit: 'MB',
-      target: '<= 300 MB',
-      pass: mem.hwmMB <= 300,
-      note: `RSS now ${fmt(mem.rssMB)} MB`,
-    });
-    const put = await request(`${emb.url}/api/v5/trips`, { method: 'PUT', token: EMB_TOKEN, body: TRIP_BODY });
-    if (put.status !== 200) throw new Error(`PUT trip answered ${put.status}`);
-    const got = await request(`${emb.url}/api/v5/trips/${TRIP.id}`, { token: EMB_TOKEN });
-    if (got.status !== 200) throw new Error(`GET trip answered ${got.status}`);
-    await base.setGetBody(got.body);
-    const g = await pair('GET trip', base.url, emb.url, EMB_TOKEN, { method: 'GET', path: `/api/v5/trips/${TRIP.id}` });
-    throughputRow(`GET trip by id (${got.body.length} B answer), embedded`, '>= 0.6', g);
   } finally {
     await emb.stop();
   }
@@ -610,7 +628,7 @@ async function groupTrack() {
     const VEH = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01'; // the vehicle id written in the doc's query
     const withDocs = m[1];
     if (!withDocs.includes(VEH) || !withDocs.includes("'2024-03-01 00:00:00'")) throw new Error('docs/analytics.md: track query changed; update bench/run.mjs');
-    // Positions only: the inner query of the doc's track query, without the document join.
+    // Positions only: the doc's track query without its document column.
     const track = `SELECT event_id, lifecycle_rank, event_time_ms, lat, lon, speed_kmh FROM otm.otm_events FINAL
       WHERE tenant = 'acme' AND deleted = 0 AND vehicle_id = '${VEH}' AND event_type = 'locationUpdateEvent'
         AND event_time >= toDateTime('2024-03-01 00:00:00', 'UTC') AND event_time < toDateTime('2024-03-02 00:00:00', 'UTC')
@@ -626,20 +644,31 @@ async function groupTrack() {
       while (stored < total) {
         const count = Math.min(2_000_000, total - stored);
         const src = `(SELECT number + ${stored} AS n FROM system.numbers LIMIT ${count})`;
+        const doc = `concat('{"eventType":"locationUpdateEvent","id":"e-', toString(n), '","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":', toString(52 + (n % 1000) / 10000), ',"lon":', toString(5.4 + (n % 977) / 10000), ',"speed":{"value":50,"unit":"km/h"}},"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"', ${veh}, '"}}')`;
         await ch.command({
-          query: `INSERT INTO otm.otm_events (tenant, event_id, lifecycle_rank, lifecycle, event_type, event_time, event_time_ms, vehicle_id, lat, lon, speed, speed_unit, speed_kmh, accepted_at, version, deleted)
+          query: `INSERT INTO otm.otm_events (tenant, event_id, lifecycle_rank, lifecycle, event_type, event_time, event_time_ms, vehicle_id, lat, lon, speed, speed_unit, speed_kmh, accepted_at, version, deleted, doc)
             SELECT 'acme', concat('e-', toString(n)), 4, 'actual', 'locationUpdateEvent', toDateTime(${time}, 'UTC'), ${time} * 1000, ${veh},
-                   52 + (n % 1000) / 10000, 5.4 + (n % 977) / 10000, 50, 'km/h', 50, ${time} * 1000, 1, 0 FROM ${src}`,
+                   52 + (n % 1000) / 10000, 5.4 + (n % 977) / 10000, 50, 'km/h', 50, ${time} * 1000, 1, 0, ${doc} FROM ${src}`,
         });
         await ch.command({
-          query: `INSERT INTO otm.otm_event_ids (tenant, kind, event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted, doc)
-            SELECT 'acme', 'events', concat('e-', toString(n)), 4, ${veh}, toDateTime(${time}, 'UTC'), ${time} * 1000, 1, 0,
-                   concat('{"eventType":"locationUpdateEvent","id":"e-', toString(n), '","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":', toString(52 + (n % 1000) / 10000), ',"lon":', toString(5.4 + (n % 977) / 10000), ',"speed":{"value":50,"unit":"km/h"}},"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"', ${veh}, '"}}')
-            FROM ${src}`,
+          query: `INSERT INTO otm.otm_event_ids (tenant, kind, event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted)
+            SELECT 'acme', 'events', concat('e-', toString(n)), 4, ${veh}, toDateTime(${time}, 'UTC'), ${time} * 1000, 1, 0 FROM ${src}`,
         });
         stored += count;
       }
       log(`    ${fmt(stored, 0)} rows in otm_events and otm_event_ids (${fmt((Date.now() - t0) / 1000)} s to insert)`);
+      // Time the queries in the steady state: once the background merges of what was just
+      // inserted are done (a merge of millions of rows running beside the query would be timed too).
+      const t1 = Date.now();
+      for (;;) {
+        const rs = await ch.query({ query: `SELECT count() AS n FROM system.merges WHERE database = 'otm'`, format: 'JSONEachRow' });
+        const [{ n }] = await rs.json();
+        if (Number(n) === 0 || Date.now() - t1 > 300_000) break;
+        await sleep(500);
+      }
+      const rs = await ch.query({ query: `SELECT count() AS parts FROM system.parts WHERE database = 'otm' AND table = 'otm_events' AND active`, format: 'JSONEachRow' });
+      const [{ parts }] = await rs.json();
+      log(`    merges settled after ${fmt((Date.now() - t1) / 1000)} s; otm_events has ${parts} active parts`);
     };
     const time1 = async (sql) => {
       const t = performance.now();
@@ -677,7 +706,7 @@ async function groupTrack() {
         note: `${common}; ${l.error ? `FAILED at ${fmt(cfg.trackLarge, 0)} rows: ${l.error}` : `${l.rows} rows answered`}${sm.error ? `; FAILED at ${fmt(cfg.trackSmall, 0)}: ${sm.error}` : ''}`,
       });
     trackRow(`track query (docs/analytics.md vehicle_track_with_documents) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`, large.docs, small.docs);
-    trackRow(`track query, positions only (its inner SELECT, no document join) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`, large.track, small.track);
+    trackRow(`track query, positions only (the same query without the doc column) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`, large.track, small.track);
   } finally {
     await ch.close();
     await chs.stop();
