@@ -84,6 +84,9 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       });
       const result = await store.unit(async (tx) => {
         expect(body(await tx.get('t', 'trips', k))).toEqual({ stored: 4 });
+        tx.put('t', doc('trips', k, 3, { own: 3 }));
+        expect(body(await tx.get('t', 'trips', k))).toEqual({ stored: 4 }); // a higher stored rank still wins
+        expect(body(await tx.get('t', 'trips', k, 3))).toEqual({ own: 3 });
         tx.put('t', doc('trips', k, 5, { own: 5 }));
         expect(body(await tx.get('t', 'trips', k))).toEqual({ own: 5 });
         expect(body(await tx.get('t', 'trips', k, 2))).toEqual({ stored: 2 });
@@ -99,6 +102,7 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       expect(body(await store.get('t', 'trips', k))).toEqual({ after: 1 });
       expect(await store.get('t', 'trips', k, 2)).toBeUndefined();
       expect(await store.get('t', 'trips', k, 4)).toBeUndefined();
+      expect(await store.get('t', 'trips', k, 3)).toBeUndefined();
     });
 
     it('a unit whose work throws writes nothing', async () => {
@@ -175,6 +179,37 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       await f.store.unit(async (tx) => tx.put('t', doc('trips', k, 3, { durable: true })));
       const again = await f.reopen();
       expect(body(await again.get('t', 'trips', k))).toEqual({ durable: true });
+    });
+
+    it('a read after a unit resolved sees its writes, also when the entity was read just before and during the commit', async () => {
+      const { store } = await open();
+      const keys = Array.from({ length: 20 }, () => randomUUID());
+      await store.unit(async (tx) => keys.forEach((k) => tx.put('t', doc('trips', k, 0, { v: 1 }))));
+      for (let round = 2; round <= 6; round++) {
+        // Read every entity (an adapter may keep what it read) before the unit and while it commits.
+        for (const k of keys) expect(body(await store.get('t', 'trips', k))).toEqual({ v: round - 1 });
+        const committing = store.unit(async (tx) => {
+          for (const k of keys) {
+            if (round === 4) tx.delete('t', 'trips', k);
+            else tx.put('t', doc('trips', k, round === 5 ? 0 : round % 2, { v: round }));
+          }
+        });
+        let reads = 0;
+        let done = false;
+        void committing.then(() => (done = true), () => (done = true));
+        while (!done) {
+          await Promise.all(keys.map((k) => store.get('t', 'trips', k)));
+          reads++;
+          await new Promise((resolve) => setImmediate(resolve)); // let the commit's I/O in
+        }
+        await committing;
+        expect(reads).toBeGreaterThan(0);
+        for (const k of keys) {
+          if (round === 4) expect(await store.get('t', 'trips', k)).toBeUndefined();
+          else expect(body(await store.get('t', 'trips', k))).toEqual({ v: round });
+        }
+        if (round === 4) await store.unit(async (tx) => keys.forEach((k) => tx.put('t', doc('trips', k, 0, { v: 4 }))));
+      }
     });
 
     it('is ready', async () => {

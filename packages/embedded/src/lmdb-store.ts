@@ -17,6 +17,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { open, type Database, type RootDatabase } from 'lmdb';
+import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
   LIFECYCLES,
@@ -189,12 +190,31 @@ interface Dbs {
   telemetry: Str;
 }
 
+/**
+ * The latest version of recently read entities, as GET answers it. Reading the latest version
+ * from LMDB probes up to six lifecycle keys and decodes the value (about 7 µs of CPU for a 3.5 KB
+ * trip, a quarter of a GET's whole cost); carriers poll the same trips over and over. This process
+ * is the store's only writer, so the cache stays exact: a unit drops the entries of every entity
+ * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
+ * Bounded by entries and by the bytes of the documents it holds.
+ */
+const LATEST_CACHE = { max: 10_000, maxSize: 16 * 1024 * 1024, maxEntrySize: 256 * 1024 };
+
 class LmdbEntityStore implements EntityStore {
+  private readonly latest = new LRUCache<string, StoredDocument>({ ...LATEST_CACHE, sizeCalculation: (d) => d.json.length + 100 });
+
   constructor(private readonly dbs: Dbs) {}
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const v = readVersion(this.dbs.entities, prefixOf(tenant, kind, key), lifecycleRank);
-    return v && decodeVersion(kind, key, v.rank, v.raw);
+    const prefix = prefixOf(tenant, kind, key);
+    if (lifecycleRank === undefined) {
+      const cached = this.latest.get(prefix);
+      if (cached !== undefined) return cached;
+    }
+    const v = readVersion(this.dbs.entities, prefix, lifecycleRank);
+    const doc = v && decodeVersion(kind, key, v.rank, v.raw);
+    if (doc !== undefined && lifecycleRank === undefined) this.latest.set(prefix, doc);
+    return doc;
   }
 
   async unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
@@ -229,6 +249,11 @@ class LmdbEntityStore implements EntityStore {
       }
     });
     await root.flushed;
+    // Committed and visible to reads from here on: drop what the cache holds of the written entities.
+    for (const op of tx.ops) {
+      if (op.t === 'put') this.latest.delete(prefixOf(op.tenant, op.doc.kind, op.doc.key));
+      else if (op.t === 'delete') this.latest.delete(prefixOf(op.tenant, op.kind, op.key));
+    }
     return result;
   }
 
