@@ -130,15 +130,54 @@ export function stopChild(child, signal = 'SIGTERM', graceMs = 15_000) {
   });
 }
 
-/** Peak resident set (VmHWM) and current (VmRSS) of a process, in MB, from /proc. */
+/**
+ * Peak resident set (VmHWM) and current (VmRSS) of a process, in MB, from /proc, with the current
+ * split of VmRSS into anonymous memory (heap, buffers: RssAnon) and file-backed pages (RssFile:
+ * the node binary and, for the embedded service, the LMDB database file that lmdb maps).
+ */
 export function memoryOf(pid) {
   try {
     const s = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     const kb = (k) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(s)?.[1] ?? NaN);
-    return { hwmMB: kb('VmHWM') / 1024, rssMB: kb('VmRSS') / 1024 };
+    return { hwmMB: kb('VmHWM') / 1024, rssMB: kb('VmRSS') / 1024, anonMB: kb('RssAnon') / 1024, fileMB: kb('RssFile') / 1024 };
   } catch {
-    return { hwmMB: NaN, rssMB: NaN };
+    return { hwmMB: NaN, rssMB: NaN, anonMB: NaN, fileMB: NaN };
   }
+}
+
+/** Resident pages of one mapped file in a process, in MB (from /proc/<pid>/smaps). */
+export function mappedMB(pid, file) {
+  try {
+    let kb = 0;
+    let inFile = false;
+    for (const line of fs.readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+      if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inFile = line.trimEnd().endsWith(` ${file}`);
+      else if (inFile && line.startsWith('Rss:')) kb += Number(/(\d+)/.exec(line)?.[1] ?? 0);
+    }
+    return kb / 1024;
+  } catch {
+    return NaN;
+  }
+}
+
+/** Samples memoryOf(pid) every `ms` until stopped; stop() gives the peaks of RssAnon and RssFile. */
+export function sampleMemory(pid, ms = 100) {
+  let peakAnonMB = 0;
+  let peakFileMB = 0;
+  const take = () => {
+    const m = memoryOf(pid);
+    if (m.anonMB > peakAnonMB) peakAnonMB = m.anonMB;
+    if (m.fileMB > peakFileMB) peakFileMB = m.fileMB;
+  };
+  take();
+  const timer = setInterval(take, ms);
+  return {
+    stop() {
+      clearInterval(timer);
+      take();
+      return { peakAnonMB, peakFileMB };
+    },
+  };
 }
 
 export function fmt(x, digits) {
