@@ -252,8 +252,19 @@ export class RedisEntityStore implements EntityStore {
     }
   }
 
-  /** Turns Redis failures into retryable 503s, and bounds the wait. */
-  private guard = async <T>(p: Promise<T>): Promise<T> => {
+  /**
+   * Turns Redis failures into retryable 503s, and bounds the wait. A client this store made has
+   * ioredis's own `commandTimeout`, so only the error needs mapping (no second timer per command:
+   * a GET costs one Redis command); a client handed in may have no timeout, so its wait is bounded
+   * here.
+   */
+  private guard = <T>(p: Promise<T>): Promise<T> => (this.ownsClient ? p.catch(this.unavailable) : this.bounded(p));
+
+  private readonly unavailable = (e: unknown): never => {
+    throw unavailable(`redis: ${errorText(e)}`, 2, e);
+  };
+
+  private async bounded<T>(p: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([
@@ -263,11 +274,11 @@ export class RedisEntityStore implements EntityStore {
         }),
       ]);
     } catch (e) {
-      throw unavailable(`redis: ${errorText(e)}`, 2, e);
+      return this.unavailable(e);
     } finally {
       clearTimeout(timer);
     }
-  };
+  }
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     const ek = this.keys.entity(tenant, kind, key);

@@ -1,5 +1,6 @@
 /** RedisEntityStore beyond the EntityStore contract: key layout, restarts, Redis going away. */
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../test/infra/services.js';
@@ -71,6 +72,31 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
     expect((await again.get('t', 'trips', key))?.json).toBe('{}');
     await again.close();
     await store.close();
+  });
+
+  it('answers a retryable 503 within its bound when Redis takes the connection but never answers', async () => {
+    // A server that accepts and stays silent, like a Redis that hangs: the bound comes from the
+    // client's command timeout for a client the store made, from the store for one handed in.
+    const sockets = new Set<net.Socket>();
+    const silent = net.createServer((s) => void sockets.add(s));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const url = `redis://127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    const own = new RedisEntityStore({ url, commandTimeoutMs: 500 });
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: null });
+    client.on('error', () => {});
+    const handedIn = new RedisEntityStore({ client, commandTimeoutMs: 500 });
+    try {
+      for (const store of [own, handedIn]) {
+        const t0 = Date.now();
+        await expect(store.get('t', 'trips', randomUUID())).rejects.toMatchObject({ status: 503, retryable: true });
+        expect(Date.now() - t0).toBeLessThan(3_000);
+      }
+    } finally {
+      client.disconnect();
+      await own.close().catch(() => {});
+      for (const s of sockets) s.destroy();
+      silent.close();
+    }
   });
 
   it('answers a retryable 503 within its bound when Redis is unreachable, and is not ready', async () => {
