@@ -244,6 +244,7 @@ export class RedisEntityStore implements EntityStore {
         connectTimeout: Math.min(this.commandTimeoutMs, 5_000),
         commandTimeout: this.commandTimeoutMs,
         lazyConnect: false,
+        enableAutoPipelining: true,
       };
       this.redis = new Redis(opts.url, options);
       // Connection errors surface through the commands; without a listener ioredis prints them.
