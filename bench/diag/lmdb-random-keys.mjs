@@ -3,7 +3,9 @@
  * preloads N random-UUID keys, then commits transactions of 24 puts (each committed and flushed,
  * like the service) for 4 s from 2 concurrent writers, and prints CPU per put.
  *
- *   node bench/diag/lmdb-random-keys.mjs [preload=200000] [perTxn=24]
+ *   node bench/diag/lmdb-random-keys.mjs [preload=200000] [perTxn=24] [pageSize=4096]
+ *
+ * pageSize applies to the new database the script makes (LMDB fixes it at creation).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,8 +15,9 @@ import { open } from 'lmdb';
 
 const preload = Number(process.argv[2] ?? 200_000);
 const per = Number(process.argv[3] ?? 24);
+const pageSize = Number(process.argv[4] ?? 4096);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-diag-lmdb-'));
-const root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
+const root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false, pageSize });
 const db = root.openDB({ name: 'telemetry', encoding: 'string' });
 const doc = 'x'.repeat(400);
 try {
@@ -37,7 +40,7 @@ try {
   };
   await Promise.all([writer(), writer()]);
   const c = process.cpuUsage(c0);
-  console.log(`${preload} keys preloaded, ${per} puts a transaction: ${Math.round(n / 4)} puts/s, CPU ${(c.user / n).toFixed(1)} µs user + ${(c.system / n).toFixed(1)} µs system a put`);
+  console.log(`${preload} keys preloaded, ${per} puts a transaction, pages of ${pageSize} B: ${Math.round(n / 4)} puts/s, CPU ${(c.user / n).toFixed(1)} µs user + ${(c.system / n).toFixed(1)} µs system a put`);
 } finally {
   await root.close();
   fs.rmSync(dir, { recursive: true, force: true });
