@@ -23,6 +23,7 @@ import { createClient, ClickHouseLogLevel } from '@clickhouse/client';
 import { startServe, OTM_BIN, stop as stopOtm } from '../test/process.ts';
 import { startBaseline, load, request, idMaker, percentile, median, memoryOf, mappedMB, sampleMemory, judge, printTable, mkTemp, sleep, REPO, fmt } from './lib/util.mjs';
 import { summarise, printSummary } from './lib/profile-top.mjs';
+import { VEHICLES, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
 
 const run = promisify(execFile);
 
@@ -94,25 +95,11 @@ const log = (s) => process.stdout.write(`${s}\n`);
 // ---------------------------------------------------------------------------------------------
 // Documents
 
-const VEHICLES = Array.from({ length: 64 }, (_, i) => `6b3e1f40-0c1a-4f7e-9a51-${(0x100 + i).toString(16).padStart(12, '0')}`);
-/** A locationUpdateEvent of about 410 bytes (reference to one of 64 vehicles, speed, heading). */
-function locationEvent(id, i) {
-  return (
-    `{"eventType":"locationUpdateEvent","id":"${id}","lifecycle":"actual","creationDate":"2026-03-01T06:41:12.345Z",` +
-    `"geoReference":{"type":"latLonPointGeoReference","lat":${(52 + (i % 1000) / 10000).toFixed(4)},"lon":${(5.4 + (i % 977) / 10000).toFixed(4)},` +
-    `"speed":{"value":${50 + (i % 30)},"unit":"km/h"},"heading":{"value":${i % 360},"unit":"degrees"}},` +
-    `"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"${VEHICLES[i % VEHICLES.length]}"}}`
-  );
-}
 function locationBodies() {
   const ids = idMaker();
   let i = 0;
   return { ids, next: () => locationEvent(ids.at(i), i++) };
 }
-const vehicleDoc = (id, i) => `{"entityType":"vehicle","id":"${id}","name":"Truck ${i}","vehicleType":"tractor","licensePlate":"BX-${i}"}`;
-
-const TRIP = JSON.parse(fs.readFileSync(path.join(REPO, 'packages/model/test/fixtures/typical-trip.json'), 'utf8'));
-const TRIP_BODY = JSON.stringify(TRIP);
 
 // ---------------------------------------------------------------------------------------------
 // Pairs: baseline then service, same load settings

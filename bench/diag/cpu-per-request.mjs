@@ -2,90 +2,65 @@
  * CPU time per request of the embedded service and of the bare fastify baseline, from
  * /proc/<pid>/stat (user and system time) around an autocannon run of a fixed number of requests:
  * a figure that depends much less on what else the machine is doing than requests per second.
- * After `npm run build`:
+ * The same service start, baseline, documents and ids as `npm run bench`. After `npm run build`:
  *
- *   node bench/diag/cpu-per-request.mjs [get-trip|put-event] [requests=100000] [rounds=2]
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|put-event] [requests=100000] [rounds=2]
  *
- * PUT ids are sequential within a run like the bench's; OTM_DIAG_RANDOM_IDS=1 sends random v4
- * UUIDs instead (as a fleet's own ids would be). Also prints the service's memory at the end
- * (VmHWM, anonymous, file-backed). Loopback only.
+ * OTM_DIAG_RANDOM_IDS=1 sends random v4 UUIDs as event ids (a fleet's own) instead of the bench's
+ * sequential ones. NODE_OPTIONS is passed to the service (e.g. --perf-basic-prof for `perf record`).
+ * Also prints the service's memory at the end. Loopback only.
  */
-import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { idMaker } from '../lib/util.mjs';
+import { startServe, stop } from '../../test/process.ts';
+import { TRIP, TRIP_BODY, locationEvent } from '../lib/documents.mjs';
+import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../lib/util.mjs';
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const [scenario = 'get-trip', requestsArg = '100000', roundsArg = '2'] = process.argv.slice(2);
 if (!['get-trip', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip or put-event, got ${scenario}`);
 const REQUESTS = Number(requestsArg);
 const ROUNDS = Number(roundsArg);
 const TOKEN = 'cpu-diag-token-1';
-const HEADERS = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const TICKS = 100; // USER_HZ
 
-function cpuSeconds(pid) {
+function cpuSplit(pid) {
   const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return { user: Number(f[11]) / TICKS, sys: Number(f[12]) / TICKS };
 }
 
-function start(args, env) {
-  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let out = '';
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
-    child.stdout.on('data', (d) => {
-      out += d;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1] });
-    });
-  });
-}
-
-// Ids as the bench makes them (sequential within a run), or random v4 UUIDs with OTM_DIAG_RANDOM_IDS=1.
-const ids = idMaker();
-const nextId = process.env.OTM_DIAG_RANDOM_IDS === '1' ? randomUUID : ids.next;
-
-function locationEvent(i) {
-  return JSON.stringify({
-    eventType: 'locationUpdateEvent',
-    id: nextId(),
-    lifecycle: 'actual',
-    creationDate: '2026-03-01T06:41:12.345Z',
-    geoReference: { type: 'latLonPointGeoReference', lat: 52 + (i % 1000) / 10000, lon: 5.4 + (i % 977) / 10000, speed: { value: 50 + (i % 30), unit: 'km/h' } },
-    vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: '6b3e1f40-0c1a-4f7e-9a51-000000000100' },
-  });
-}
-
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-cpu-diag-'));
-const svc = await start([path.join(REPO, 'services/otm/bin/otm.js'), 'serve'], { OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:t1:read+write`, PORT: '0', LOG_LEVEL: 'warn' });
-const base = await start([path.join(REPO, 'bench/lib/baseline-server.mjs')], {});
+const dataDir = mkTemp('otm-cpu-diag-');
+const svc = await startServe({
+  OTM_DATA_DIR: dataDir,
+  OTM_TOKENS: `${TOKEN}:t1:read+write`,
+  ...(process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {}),
+});
+const base = await startBaseline();
 try {
-  let request;
+  const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+  let spec;
   if (scenario === 'get-trip') {
-    const trip = fs.readFileSync(path.join(REPO, 'packages/model/test/fixtures/typical-trip.json'), 'utf8');
-    const id = JSON.parse(trip).id;
-    const put = await fetch(`${svc.url}/api/v5/trips`, { method: 'PUT', headers: HEADERS, body: trip });
+    const put = await request(`${svc.url}/api/v5/trips`, { method: 'PUT', token: TOKEN, body: TRIP_BODY });
     if (put.status !== 200) throw new Error(`PUT trip answered ${put.status}`);
-    const body = await (await fetch(`${svc.url}/api/v5/trips/${id}`, { headers: HEADERS })).text();
-    await fetch(`${base.url}/__get-body`, { method: 'POST', headers: { 'content-type': 'text/plain' }, body });
-    request = { method: 'GET', path: `/api/v5/trips/${id}`, headers: HEADERS };
+    const got = await request(`${svc.url}/api/v5/trips/${TRIP.id}`, { token: TOKEN });
+    await base.setGetBody(got.body);
+    spec = { method: 'GET', path: `/api/v5/trips/${TRIP.id}`, headers };
   } else {
+    const ids = idMaker();
+    const nextId = process.env.OTM_DIAG_RANDOM_IDS === '1' ? randomUUID : ids.next;
     let i = 0;
-    request = { method: 'PUT', path: '/api/v5/events', headers: HEADERS, setupRequest: (r) => ({ ...r, body: locationEvent(i++) }) };
+    spec = { method: 'PUT', path: '/api/v5/events', headers, setupRequest: (r) => ({ ...r, body: locationEvent(nextId(), i++) }) };
   }
-  const run = async (name, target, pid, amount) => {
-    const before = cpuSeconds(pid);
-    const res = await autocannon({ url: target, connections: 50, amount, requests: [request] });
-    const after = cpuSeconds(pid);
-    const n = res.requests.total;
-    const us = (s) => ((s * 1e6) / n).toFixed(1);
+  const run = async (name, url, pid, amount) => {
+    const before = cpuSplit(pid);
+    const res = await autocannon({ url, connections: 50, amount, requests: [spec] });
+    const after = cpuSplit(pid);
     if (res.non2xx || res.errors) throw new Error(`${name}: ${res.non2xx} non-2xx answers, ${res.errors} errors`);
-    return { name, user: after.user - before.user, sys: after.sys - before.sys, n, line: `${name}: user ${us(after.user - before.user)} µs, system ${us(after.sys - before.sys)} µs, total ${us(after.user - before.user + after.sys - before.sys)} µs per request` };
+    const n = res.requests.total;
+    const user = after.user - before.user;
+    const sys = after.sys - before.sys;
+    const us = (s) => ((s * 1e6) / n).toFixed(1);
+    return { perRequest: (user + sys) / n, line: `${name}: user ${us(user)} µs, system ${us(sys)} µs, total ${us(user + sys)} µs per request` };
   };
   await run('warm-up', base.url, base.child.pid, 20_000);
   await run('warm-up', svc.url, svc.child.pid, 20_000);
@@ -93,16 +68,13 @@ try {
   for (let r = 1; r <= ROUNDS; r++) {
     const b = await run('baseline', base.url, base.child.pid, REQUESTS);
     const s = await run('service ', svc.url, svc.child.pid, REQUESTS);
-    console.log(`  round ${r}\n    ${b.line}\n    ${s.line}\n    baseline / service CPU: ${((b.user + b.sys) / b.n / ((s.user + s.sys) / s.n)).toFixed(2)}`);
+    console.log(`  round ${r}\n    ${b.line}\n    ${s.line}\n    baseline / service CPU: ${(b.perRequest / s.perRequest).toFixed(2)}`);
   }
-  const status = fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8');
-  const mb = (k) => (Number(new RegExp(`${k}:\\s+(\\d+)`).exec(status)?.[1]) / 1024).toFixed(0);
-  console.log(`service memory: VmHWM ${mb('VmHWM')} MB, RSS ${mb('VmRSS')} MB (anonymous ${mb('RssAnon')} MB, file-backed ${mb('RssFile')} MB)`);
+  const m = memoryOf(svc.child.pid);
+  const mb = (x) => x.toFixed(0);
+  console.log(`service memory: VmHWM ${mb(m.hwmMB)} MB, RSS ${mb(m.rssMB)} MB (anonymous ${mb(m.anonMB)} MB, file-backed ${mb(m.fileMB)} MB)`);
 } finally {
-  svc.child.removeAllListeners('exit');
-  base.child.removeAllListeners('exit');
-  svc.child.kill('SIGTERM');
-  base.child.kill('SIGTERM');
-  await new Promise((r) => svc.child.once('exit', r));
+  await base.stop();
+  await stop(svc);
   fs.rmSync(dataDir, { recursive: true, force: true });
 }

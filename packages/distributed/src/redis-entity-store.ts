@@ -259,9 +259,9 @@ export class RedisEntityStore implements EntityStore {
    * a GET costs one Redis command); a client handed in may have no timeout, so its wait is bounded
    * here.
    */
-  private guard = <T>(p: Promise<T>): Promise<T> => (this.ownsClient ? p.catch(this.unavailable) : this.bounded(p));
+  private guard = <T>(p: Promise<T>): Promise<T> => (this.ownsClient ? p.catch(this.toUnavailable) : this.bounded(p));
 
-  private readonly unavailable = (e: unknown): never => {
+  private readonly toUnavailable = (e: unknown): never => {
     throw unavailable(`redis: ${errorText(e)}`, 2, e);
   };
 
@@ -275,7 +275,7 @@ export class RedisEntityStore implements EntityStore {
         }),
       ]);
     } catch (e) {
-      return this.unavailable(e);
+      return this.toUnavailable(e);
     } finally {
       clearTimeout(timer);
     }

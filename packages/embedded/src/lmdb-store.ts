@@ -49,7 +49,10 @@ const RANKS_DOWN = Array.from({ length: LIFECYCLES.length + 1 }, (_, i) => LIFEC
 
 /**
  * The ranks a read tries, in order: the one asked for, else all from the top. Reads probe them
- * with point gets, cheaper in lmdb than opening a range cursor.
+ * with point gets: in the service, where every event-loop turn reads in a fresh read transaction,
+ * that costs less than one step of a range cursor, which lmdb renews per transaction (a GET
+ * measured 22 against 26 µs of CPU; a tight loop in one transaction says the opposite:
+ * bench/diag/lmdb-latest-version.mjs, docs/PERFORMANCE.md).
  */
 const ranksToTry = (rank?: number): readonly number[] => (rank === undefined ? RANKS_DOWN : [rank]);
 
