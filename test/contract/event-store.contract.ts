@@ -28,7 +28,11 @@ export const putEvent = (tenant: string, doc: Record<string, unknown>, rank = 0)
 });
 const del = (tenant: string, key: string): DocumentWrite => ({ op: 'delete', tenant, kind: 'events', key });
 
-export function eventStoreContract(name: string, factory: () => Promise<EventStoreFixture>): void {
+/**
+ * `appliesInCallOrder`: what the adapter must say of itself (EventStore.appliesInCallOrder); when
+ * true, the contract also checks it with calls that do not wait for each other.
+ */
+export function eventStoreContract(name: string, factory: () => Promise<EventStoreFixture>, opts: { appliesInCallOrder: boolean }): void {
   describe(`EventStore contract: ${name}`, () => {
     let fx: EventStoreFixture | undefined;
     const open = async () => (fx = await factory());
@@ -112,6 +116,29 @@ export function eventStoreContract(name: string, factory: () => Promise<EventSto
       await store.write([putEvent('t1', location(a)), del('t1', a), del('t1', b), putEvent('t1', location(b, { name: 'b2' }))]);
       expect(await store.get('t1', 'events', a)).toBeUndefined();
       expect(JSON.parse((await store.get('t1', 'events', b))!.json).name).toBe('b2');
+    });
+
+    it(`says whether it applies writes in call order (${opts.appliesInCallOrder})`, async () => {
+      const { store } = await open();
+      expect(store.appliesInCallOrder ?? false).toBe(opts.appliesInCallOrder);
+    });
+
+    // Only for such stores (the telemetry worker hands the others one batch at a time).
+    if (opts.appliesInCallOrder) it('applies writes in call order, also of calls made before earlier ones resolved', async () => {
+      const { store } = await open();
+      const ids = Array.from({ length: 20 }, () => randomUUID());
+      // Many calls at once, each without waiting: puts, deletes and new versions of the same ids.
+      const calls: Promise<void>[] = [];
+      for (let round = 0; round < 5; round++) {
+        for (const id of ids) {
+          calls.push(store.write([putEvent('t1', location(id, { name: `r${round}` }))]));
+          if (round === 3) calls.push(store.write([del('t1', id)]));
+        }
+      }
+      calls.push(store.write([del('t1', ids[0]!)]));
+      await Promise.all(calls);
+      expect(await store.get('t1', 'events', ids[0]!)).toBeUndefined();
+      for (const id of ids.slice(1)) expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('r4');
     });
 
     it('keeps tenants apart', async () => {

@@ -19,7 +19,7 @@ eventStoreContract('LMDB (embedded)', async () => {
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
-});
+}, { appliesInCallOrder: true });
 
 const enabled = integrationEnabled('EventStore contract: ClickHouse');
 describe.skipIf(!enabled)('on ClickHouse', () => {
@@ -42,5 +42,5 @@ describe.skipIf(!enabled)('on ClickHouse', () => {
         await store.close();
       },
     };
-  });
+  }, { appliesInCallOrder: false });
 });

@@ -38,6 +38,14 @@ export interface SubscribeOptions {
    * writes take long, such as the telemetry worker's ClickHouse inserts.
    */
   readonly fetchAhead?: boolean;
+  /**
+   * Batches of one partition the handler may hold at once (default 1: the next batch is handed
+   * over once the previous call settled). More only for handlers that apply batches in the order
+   * they were handed over even when called again before earlier calls settled, such as the
+   * telemetry worker on the embedded event store, whose LMDB transactions commit in the order they
+   * were started. A bus may hand over fewer (the Kafka bus: one at a time).
+   */
+  readonly pipeline?: number;
 }
 
 export interface Subscription {
@@ -124,6 +132,12 @@ export interface EntityStore extends DocumentReader {
 export interface EventStore extends DocumentReader {
   /** Stores the events (deduplicated by tenant, id and lifecycle); resolves when durable. */
   write(writes: readonly DocumentWrite[]): Promise<void>;
+  /**
+   * True when writes are applied in the order `write` was called, also when it is called again
+   * before earlier calls resolved (the next write may start while the last one is still being
+   * made durable). The telemetry worker is then handed the next batches of a partition early.
+   */
+  readonly appliesInCallOrder?: boolean;
   ready(): Promise<boolean>;
   close(): Promise<void>;
 }

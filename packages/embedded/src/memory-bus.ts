@@ -4,7 +4,7 @@
  * order. `publish` resolves only after every subscribed group has applied the message, so a write
  * is visible to the next read; if a handler fails, the publishers of that batch get the error.
  */
-import { unavailable, type Bus, type Envelope, type Subscription, type Topic } from '@otm/core';
+import { unavailable, type Bus, type Envelope, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
 
 interface Pending {
   readonly envelope: Envelope;
@@ -14,40 +14,58 @@ interface Pending {
 
 class Partition {
   private queue: Pending[] = [];
-  private running = false;
+  /** Batches handed to the handler whose calls have not settled. */
+  private inHand = 0;
 
   constructor(
     private readonly handler: (batch: readonly Envelope[]) => Promise<void>,
     private readonly maxBatch: number,
+    /** Batches the handler may hold at once (1: the next batch waits until the last one settled). */
+    private readonly depth: number,
   ) {}
 
   push(p: Pending): void {
     this.queue.push(p);
-    if (!this.running) void this.drain();
+    this.pump();
   }
 
   /** Resolves when the partition has nothing queued or in hand. */
   idle(): Promise<void> {
-    if (!this.running && this.queue.length === 0) return Promise.resolve();
+    if (this.inHand === 0 && this.queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.waiters.push(resolve));
   }
   private waiters: Array<() => void> = [];
 
-  private async drain(): Promise<void> {
-    this.running = true;
-    while (this.queue.length > 0) {
+  /** Hands what is queued to the handler, in order, in batches of up to maxBatch, while it may take more. */
+  private pump(): void {
+    while (this.inHand < this.depth && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
+      this.inHand++;
+      let call: Promise<void>;
       try {
-        await this.handler(batch.map((p) => p.envelope));
-        for (const p of batch) p.resolve();
+        call = this.handler(batch.map((p) => p.envelope));
       } catch (e) {
-        for (const p of batch) p.reject(e);
+        call = Promise.reject(e);
       }
+      call
+        .then(
+          () => {
+            for (const p of batch) p.resolve();
+          },
+          (e: unknown) => {
+            for (const p of batch) p.reject(e);
+          },
+        )
+        .finally(() => {
+          this.inHand--;
+          this.pump();
+          if (this.inHand === 0 && this.queue.length === 0) {
+            const waiters = this.waiters;
+            this.waiters = [];
+            for (const w of waiters) w();
+          }
+        });
     }
-    this.running = false;
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
   }
 }
 
@@ -103,12 +121,12 @@ export class MemoryBus implements Bus {
     await Promise.all(done);
   }
 
-  async subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>): Promise<Subscription> {
+  async subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>, options: SubscribeOptions = {}): Promise<Subscription> {
     const list = this.groups.get(topic) ?? [];
     if (list.some((g) => g.name === group && !g.closed)) throw new Error(`group ${group} already consumes ${topic}`);
     const g: Group = {
       name: group,
-      partitions: Array.from({ length: this.topicPartitions[topic] ?? this.partitions }, () => new Partition(handler, this.maxBatch)),
+      partitions: Array.from({ length: this.topicPartitions[topic] ?? this.partitions }, () => new Partition(handler, this.maxBatch, Math.max(1, options.pipeline ?? 1))),
       closed: false,
     };
     list.push(g);

@@ -52,6 +52,80 @@ describe('MemoryBus', () => {
     await bus.close();
   });
 
+  it('with a pipeline, hands the next batches over before earlier calls settled, in order, and settles each publish with its own batch', async () => {
+    const bus = new MemoryBus({ partitions: 1, maxBatch: 3 });
+    const calls: string[][] = [];
+    const settle: Array<(ok: boolean) => void> = [];
+    let held = 0;
+    let maxHeld = 0;
+    await bus.subscribe(
+      TOPICS.entities,
+      'g',
+      (batch) => {
+        calls.push(batch.map((e) => e.message.key));
+        held++;
+        maxHeld = Math.max(maxHeld, held);
+        return new Promise<void>((resolve, reject) =>
+          settle.push((ok) => {
+            held--;
+            if (ok) resolve();
+            else reject(new Error('this batch failed'));
+          }),
+        );
+      },
+      { pipeline: 2 },
+    );
+    const outcomes = Array.from({ length: 8 }, (_, n) => bus.publish([env('k', n)]).then(() => 'ok', (e: Error) => e.message));
+    await new Promise((r) => setImmediate(r));
+    // Two calls held at once (one message, then the next), the rest waits.
+    expect(calls).toEqual([['k-0'], ['k-1']]);
+    settle[1]!(false); // the second batch fails: only its publisher hears of it
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([['k-0'], ['k-1'], ['k-2', 'k-3', 'k-4']]);
+    settle[0]!(true);
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([['k-0'], ['k-1'], ['k-2', 'k-3', 'k-4'], ['k-5', 'k-6', 'k-7']]);
+    settle[2]!(true);
+    settle[3]!(true);
+    expect(await Promise.all(outcomes)).toEqual(['ok', 'this batch failed', 'ok', 'ok', 'ok', 'ok', 'ok', 'ok']);
+    expect(maxHeld).toBe(2);
+    await bus.close();
+  });
+
+  it('without a pipeline, hands the next batch of a partition over only once the last call settled', async () => {
+    const bus = new MemoryBus({ partitions: 1 });
+    let held = 0;
+    let maxHeld = 0;
+    await bus.subscribe(TOPICS.entities, 'g', async () => {
+      held++;
+      maxHeld = Math.max(maxHeld, held);
+      await new Promise((r) => setTimeout(r, 2));
+      held--;
+    });
+    await Promise.all(Array.from({ length: 50 }, (_, n) => bus.publish([env('k', n)])));
+    expect(maxHeld).toBe(1);
+    await bus.close();
+  });
+
+  it('close waits for the batches in hand', async () => {
+    const bus = new MemoryBus({ partitions: 1 });
+    let applied = 0;
+    await bus.subscribe(
+      TOPICS.entities,
+      'g',
+      async (batch) => {
+        await new Promise((r) => setTimeout(r, 20));
+        applied += batch.length;
+      },
+      { pipeline: 4 },
+    );
+    const published = Promise.all(Array.from({ length: 10 }, (_, n) => bus.publish([env('k', n)])));
+    await new Promise((r) => setImmediate(r));
+    await bus.close();
+    expect(applied).toBe(10);
+    await published;
+  });
+
   it('refuses messages nobody consumes, with a retryable 503', async () => {
     const bus = new MemoryBus();
     await expect(bus.publish([env('a', 1)])).rejects.toMatchObject({ status: 503, retryable: true });

@@ -33,6 +33,9 @@ export interface Service {
 /** Consumer group names: every worker of one kind shares the partitions of its topic. */
 export const GROUPS = { entities: 'otm-entity-worker', telemetry: 'otm-telemetry-worker' } as const;
 
+/** Batches of one partition the telemetry worker may hold when its store keeps write order. */
+const TELEMETRY_PIPELINE = 64;
+
 export async function createService(
   roles: Roles,
   adapters: Adapters,
@@ -56,7 +59,13 @@ export async function createService(
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};
     subscriptions.push(
-      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), { concurrency: t.concurrency ?? 1, fetchAhead: true }),
+      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), {
+        concurrency: t.concurrency ?? 1,
+        fetchAhead: true,
+        // The next events of a partition go into the next store write while the last one is being
+        // made durable, when the store keeps the order of its writes (the embedded one does).
+        pipeline: events.appliesInCallOrder ? TELEMETRY_PIPELINE : 1,
+      }),
     );
   }
 
