@@ -10,7 +10,9 @@
  *   one event-loop turn share a transaction);
  * - either with LZ4 compression of the values (lmdb's `compression`, default dictionary).
  *
- *   node bench/diag/lmdb-event-writes.mjs [events=200000] [threshold=64]
+ *   node bench/diag/lmdb-event-writes.mjs [events=200000] [threshold=64] [group=24]
+ *
+ * (group: puts per write; the bench's bulk ingest writes 5,000 at a time.)
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -21,7 +23,7 @@ import { idMaker } from '../lib/util.mjs';
 
 const events = Number(process.argv[2] ?? 200_000);
 const threshold = Number(process.argv[3] ?? 64);
-const PER_TXN = 24;
+const PER_TXN = Number(process.argv[4] ?? 24);
 
 const statusKb = (field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0);
 const threadCpuUs = () => {
@@ -71,7 +73,7 @@ async function run(label, compression, asyncPuts) {
     }
     const readUs = ((performance.now() - r0) * 1000) / reads;
     console.log(
-      `${label.padEnd(28)} ${events} events (${(bytes / events).toFixed(0)} B each): file ${(size / 1e6).toFixed(0)} MB, ` +
+      `${label.padEnd(28)} ${events} events (${(bytes / events).toFixed(0)} B each, ${PER_TXN} a write): file ${(size / 1e6).toFixed(0)} MB, ` +
         `RssFile +${(mapped / 1024).toFixed(0)} MB, ${Math.round(events / (wall / 1000))} puts/s, ` +
         `CPU ${((c.user + c.system) / events).toFixed(1)} µs a put (main thread ${(main / events).toFixed(1)}), ` +
         `read ${readUs.toFixed(2)} µs (incl. making the expected doc)`,
