@@ -8,7 +8,9 @@
  *   main thread with the write transaction open, so the B-tree work is done there;
  * - `async puts`: plain `db.put` calls, which lmdb queues and its write thread applies (puts of
  *   one event-loop turn share a transaction);
- * - either with LZ4 compression of the values (lmdb's `compression`, default dictionary).
+ * - either with LZ4 compression of the values (lmdb's `compression`, default dictionary);
+ * - plain puts with lmdb's `remapChunks` (the file mapped in chunks, which its README says
+ *   "frees up more mapped memory").
  *
  *   node bench/diag/lmdb-event-writes.mjs [events=200000] [threshold=64] [group=24]
  *
@@ -32,10 +34,10 @@ const threadCpuUs = () => {
   return (Number(f[11]) + Number(f[12])) * 10_000;
 };
 
-async function run(label, compression, asyncPuts) {
+async function run(label, compression, asyncPuts, remapChunks = false) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-diag-lz4-'));
   const file = path.join(dir, 'otm.mdb');
-  const root = open({ path: file, maxDbs: 8, compression: false });
+  const root = open({ path: file, maxDbs: 8, compression: false, remapChunks });
   const db = root.openDB({ name: 'telemetry', encoding: 'string', compression });
   const ids = idMaker();
   const rssFile0 = statusKb('RssFile');
@@ -88,3 +90,4 @@ await run('transaction', false, false);
 await run('async puts', false, true);
 await run(`transaction, LZ4 >${threshold} B`, { threshold }, false);
 await run(`async puts, LZ4 >${threshold} B`, { threshold }, true);
+await run('async puts, remapChunks', false, true, true);
