@@ -1,0 +1,92 @@
+/**
+ * What bounds the embedded PUT scenario (docs/PERFORMANCE.md, missed targets): runs the bench's
+ * PUT load (location events, a new id each, 50 connections) against `otm serve` with its data
+ * folder on the disk (the temp folder) and on /dev/shm (tmpfs: a flush to disk costs nothing
+ * there), and prints for each: PUT/s, latency, how busy the service's main thread and its other
+ * threads were (CPU time from /proc/<pid>/task), and how idle the machine was (/proc/stat).
+ * A main thread well below 100 % with idle cores left means the requests wait, here for their
+ * durable commit, rather than for CPU.
+ *
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/put-commit-bound.mjs [seconds=10] [rounds=2]
+ *
+ * Loopback only; the load generator runs in this process, as in `npm run bench`.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import { startServe, stop } from '../../test/process.ts';
+import { locationEvent } from '../lib/documents.mjs';
+import { idMaker, load, mkTemp } from '../lib/util.mjs';
+
+const SECONDS = Number(process.argv[2] ?? 10);
+const ROUNDS = Number(process.argv[3] ?? 2);
+const TOKEN = 'commit-bound-diag-token';
+const TICK_US = 10_000; // USER_HZ 100
+
+/** CPU µs of each thread of `pid`: Map(tid -> µs). */
+function threadCpu(pid) {
+  const out = new Map();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const f = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
+      out.set(tid, (Number(f[11]) + Number(f[12])) * TICK_US);
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
+/** Idle and total jiffies of the whole machine. */
+function machineCpu() {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
+}
+
+async function measure(label, base) {
+  const dataDir = fs.mkdtempSync(`${base}/otm-commit-bound-`);
+  const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:t1:read+write` });
+  try {
+    const ids = idMaker();
+    let i = 0;
+    const run = (duration) => load({ url: svc.url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: () => locationEvent(ids.next(), i++), connections: 50, duration });
+    await run(3);
+    const pid = svc.child.pid;
+    const t0 = threadCpu(pid);
+    const m0 = machineCpu();
+    const w0 = performance.now();
+    const r = await run(SECONDS);
+    const wallUs = (performance.now() - w0) * 1000;
+    const t1 = threadCpu(pid);
+    const m1 = machineCpu();
+    let main = 0;
+    let others = 0;
+    for (const [tid, us] of t1) {
+      const d = us - (t0.get(tid) ?? 0);
+      if (tid === String(pid)) main += d;
+      else others += d;
+    }
+    const idle = (m1.idle - m0.idle) / (m1.total - m0.total);
+    const pct = (x) => `${Math.round(x * 100)} %`;
+    console.log(
+      `${label.padEnd(22)} ${Math.round(r.rps).toLocaleString('en-US')} PUT/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
+        `service main thread ${pct(main / wallUs)} of a core, its other threads ${pct(others / wallUs)}; machine idle ${pct(idle)} of ${os.cpus().length} cores`,
+    );
+  } finally {
+    await stop(svc);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+if (!fs.existsSync('/dev/shm')) {
+  console.log('no /dev/shm here: not run');
+  process.exit(0);
+}
+const disk = mkTemp('otm-commit-bound-base-');
+try {
+  for (let round = 1; round <= ROUNDS; round++) {
+    await measure(`round ${round}, disk`, disk);
+    await measure(`round ${round}, /dev/shm`, '/dev/shm');
+  }
+} finally {
+  fs.rmSync(disk, { recursive: true, force: true });
+}
