@@ -5,12 +5,15 @@
  * there), and prints for each: PUT/s, latency, how busy the service's main thread and its other
  * threads were (CPU time from /proc/<pid>/task), and how idle the machine was (/proc/stat).
  * A main thread well below 100 % with idle cores left means the requests wait, here for their
- * durable commit, rather than for CPU.
+ * durable commit, rather than for CPU. Where `perf` can read syscall tracepoints (root), it also
+ * counts the service's `fdatasync` calls (LMDB's flushes to disk) during the measured run; the
+ * counting slows the service, and OTM_DIAG_NO_PERF=1 leaves it out.
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/put-commit-bound.mjs [seconds=10] [rounds=2]
  *
  * Loopback only; the load generator runs in this process, as in `npm run bench`.
  */
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { startServe, stop } from '../../test/process.ts';
@@ -42,6 +45,22 @@ function machineCpu() {
   return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
 }
 
+const HAVE_PERF = !process.env.OTM_DIAG_NO_PERF && spawnSync('perf', ['stat', '-e', 'syscalls:sys_enter_fdatasync', '--', 'true'], { stdio: 'ignore' }).status === 0;
+
+/** Counts the fdatasync calls of `pid` for `seconds` with perf; resolves undefined without perf. */
+function countSyncs(pid, seconds) {
+  if (!HAVE_PERF) return Promise.resolve(undefined);
+  return new Promise((resolve) => {
+    const p = spawn('perf', ['stat', '-x', ',', '-e', 'syscalls:sys_enter_fdatasync', '-p', String(pid), '--', 'sleep', String(seconds)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    p.stderr.on('data', (d) => (err += d));
+    p.on('close', () => {
+      const n = Number(/^(\d+),/m.exec(err)?.[1]);
+      resolve(Number.isFinite(n) ? n / seconds : undefined);
+    });
+  });
+}
+
 async function measure(label, base) {
   const dataDir = fs.mkdtempSync(`${base}/otm-commit-bound-`);
   const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:t1:read+write` });
@@ -54,7 +73,8 @@ async function measure(label, base) {
     const t0 = threadCpu(pid);
     const m0 = machineCpu();
     const w0 = performance.now();
-    const r = await run(SECONDS);
+    const syncWindow = Math.max(1, SECONDS - 2);
+    const [r, syncsPerS] = await Promise.all([run(SECONDS), countSyncs(pid, syncWindow)]);
     const wallUs = (performance.now() - w0) * 1000;
     const t1 = threadCpu(pid);
     const m1 = machineCpu();
@@ -69,7 +89,8 @@ async function measure(label, base) {
     const pct = (x) => `${Math.round(x * 100)} %`;
     console.log(
       `${label.padEnd(22)} ${Math.round(r.rps).toLocaleString('en-US')} PUT/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
-        `service main thread ${pct(main / wallUs)} of a core, its other threads ${pct(others / wallUs)}; machine idle ${pct(idle)} of ${os.cpus().length} cores`,
+        `service main thread ${pct(main / wallUs)} of a core, its other threads ${pct(others / wallUs)}; machine idle ${pct(idle)} of ${os.cpus().length} cores` +
+        (syncsPerS === undefined ? '' : `; ${Math.round(syncsPerS)} fdatasync/s, ${(r.rps / syncsPerS).toFixed(1)} PUTs a flush`),
     );
   } finally {
     await stop(svc);
