@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { fmt } from './lib/util.mjs';
+import { alignColumns, fmt } from './lib/util.mjs';
 
 /** The scenario name without its numbers: the key that matches a row across runs. */
 export const scenarioKey = (name) => name.replace(/\d[\d,.]*/g, '#').replace(/\s+/g, ' ').trim();
@@ -62,10 +62,7 @@ function main(argv) {
     r.change === undefined ? '—' : `${r.change >= 0 ? '+' : ''}${fmt(r.change * 100, 0)} %`,
     `${r.verdict}${r.flipped ? ' *' : ''}`,
   ]);
-  const w = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  const line = (c) => c.map((x, i) => (i === 0 ? x.padEnd(w[i]) : x.padStart(w[i]))).join('  ');
-  process.stdout.write(`\n${line(head)}\n${w.map((n) => '-'.repeat(n)).join('  ')}\n`);
-  for (const c of cells) process.stdout.write(`${line(c)}\n`);
+  process.stdout.write(`\n${alignColumns(head, cells).join('\n')}\n`);
   const flipped = rows.filter((r) => r.flipped).length;
   process.stdout.write(`\n${flipped} verdict(s) changed (marked *); change = newer ratio / older ratio - 1 (for "<=" targets a fall is better)\n`);
   return 0;

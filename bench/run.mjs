@@ -23,7 +23,7 @@ import { createClient, ClickHouseLogLevel } from '@clickhouse/client';
 import { startServe, OTM_BIN, stop as stopOtm } from '../test/process.ts';
 import { startBaseline, load, request, idMaker, percentile, median, memoryOf, mappedMB, sampleMemory, judge, printTable, mkTemp, sleep, REPO, fmt } from './lib/util.mjs';
 import { summarise, printSummary } from './lib/profile-top.mjs';
-import { VEHICLES, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
+import { VEHICLES, locationBodies, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
 
 const run = promisify(execFile);
 
@@ -91,15 +91,6 @@ function notRun(scenario, target, why) {
   return addRow({ scenario, target, status: 'not run', pass: null, note: why });
 }
 const log = (s) => process.stdout.write(`${s}\n`);
-
-// ---------------------------------------------------------------------------------------------
-// Documents
-
-function locationBodies() {
-  const ids = idMaker();
-  let i = 0;
-  return { ids, next: () => locationEvent(ids.at(i), i++) };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Pairs: baseline then service, same load settings

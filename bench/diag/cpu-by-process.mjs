@@ -9,20 +9,20 @@
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { cpuSeconds } from '../lib/proc.mjs';
 
 const sep = process.argv.indexOf('--');
 const [cmd, ...args] = sep === -1 ? [] : process.argv.slice(sep + 1);
 if (!cmd) throw new Error('usage: node bench/diag/cpu-by-process.mjs -- <command> [args...]');
 
-const TICKS = 100; // USER_HZ
 const pidsBefore = new Set(fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)));
 const seen = new Map(); // pid -> { cpu, name }
 function sample() {
   for (const pid of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(pid) || pidsBefore.has(pid)) continue;
     try {
-      const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-      const cpu = (Number(f[11]) + Number(f[12])) / TICKS;
+      const { user, sys } = cpuSeconds(`/proc/${pid}/stat`);
+      const cpu = user + sys;
       const entry = seen.get(pid) ?? { cpu: 0, name: fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 100) };
       entry.cpu = Math.max(entry.cpu, cpu);
       seen.set(pid, entry);

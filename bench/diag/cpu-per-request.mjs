@@ -7,7 +7,8 @@
  *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|put-event] [requests=100000] [rounds=2]
  *
  * OTM_DIAG_RANDOM_IDS=1 sends random v4 UUIDs as event ids (a fleet's own) instead of the bench's
- * sequential ones. NODE_OPTIONS is passed to the service (e.g. --perf-basic-prof for `perf record`).
+ * sequential ones. OTM_CHILD_NODE_OPTIONS becomes the service's NODE_OPTIONS (test/process.ts), e.g.
+ * --perf-basic-prof for `perf record`.
  * Also prints the service's memory at the end. Loopback only.
  */
 import { randomUUID } from 'node:crypto';
@@ -15,6 +16,7 @@ import fs from 'node:fs';
 import autocannon from 'autocannon';
 import { startServe, stop } from '../../test/process.ts';
 import { TRIP, TRIP_BODY, locationEvent } from '../lib/documents.mjs';
+import { cpuSeconds } from '../lib/proc.mjs';
 import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../lib/util.mjs';
 
 const [scenario = 'get-trip', requestsArg = '100000', roundsArg = '2'] = process.argv.slice(2);
@@ -22,18 +24,12 @@ if (!['get-trip', 'put-event'].includes(scenario)) throw new Error(`scenario: ge
 const REQUESTS = Number(requestsArg);
 const ROUNDS = Number(roundsArg);
 const TOKEN = 'cpu-diag-token-1';
-const TICKS = 100; // USER_HZ
-
-function cpuSplit(pid) {
-  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return { user: Number(f[11]) / TICKS, sys: Number(f[12]) / TICKS };
-}
+const cpuSplit = (pid) => cpuSeconds(`/proc/${pid}/stat`);
 
 const dataDir = mkTemp('otm-cpu-diag-');
 const svc = await startServe({
   OTM_DATA_DIR: dataDir,
   OTM_TOKENS: `${TOKEN}:t1:read+write`,
-  ...(process.env.NODE_OPTIONS ? { NODE_OPTIONS: process.env.NODE_OPTIONS } : {}),
 });
 const base = await startBaseline();
 try {

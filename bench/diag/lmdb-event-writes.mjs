@@ -21,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { open } from 'lmdb';
 import { locationEvent } from '../lib/documents.mjs';
+import { cpuSeconds } from '../lib/proc.mjs';
 import { idMaker } from '../lib/util.mjs';
 
 const events = Number(process.argv[2] ?? 200_000);
@@ -28,14 +29,14 @@ const threshold = Number(process.argv[3] ?? 64);
 const PER_TXN = Number(process.argv[4] ?? 24);
 
 const statusKb = (field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(fs.readFileSync('/proc/self/status', 'utf8'))?.[1] ?? 0);
+/** CPU µs of the main thread (its task id is the process id). */
 const threadCpuUs = () => {
-  // utime + stime of the main thread (its task id is the process id), in clock ticks of 10 ms.
-  const f = fs.readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10_000;
+  const { user, sys } = cpuSeconds(`/proc/self/task/${process.pid}/stat`);
+  return (user + sys) * 1e6;
 };
 
 async function run(label, compression, asyncPuts, remapChunks = false) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-diag-lz4-'));
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-diag-event-writes-'));
   const file = path.join(dir, 'otm.mdb');
   const root = open({ path: file, maxDbs: 8, compression: false, remapChunks });
   const db = root.openDB({ name: 'telemetry', encoding: 'string', compression });

@@ -18,8 +18,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { startServe, stop } from '../../test/process.ts';
-import { locationEvent } from '../lib/documents.mjs';
-import { idMaker, load, mappedMB, memoryOf, mkTemp, request } from '../lib/util.mjs';
+import { locationBodies } from '../lib/documents.mjs';
+import { fmt, load, mappedMB, memoryOf, mkTemp, request } from '../lib/util.mjs';
 
 const LIMIT_MB = Number(process.argv[2] ?? 300);
 const SECONDS = Number(process.argv[3] ?? 20);
@@ -83,26 +83,25 @@ async function scenario(label, cg) {
   }
   const svc = await started;
   try {
-    const ids = idMaker();
-    let i = 0;
+    const { ids, next, sent } = locationBodies();
     const url = svc.url;
-    await load({ url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: () => locationEvent(ids.next(), i++), connections: 50, duration: 3 });
-    const r = await load({ url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: () => locationEvent(ids.next(), i++), connections: 50, duration: SECONDS });
+    const put = (duration) => load({ url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: next, connections: 50, duration });
+    await put(3);
+    const r = await put(SECONDS);
     const mem = memoryOf(svc.child.pid);
     const lmdbMB = mappedMB(svc.child.pid, path.join(dataDir, 'store', 'otm.mdb'));
     // Every request was answered 2xx (checked below), so every id sent is acknowledged: read a sample back.
     let missing = 0;
     for (let k = 0; k < SAMPLE; k++) {
-      const n = Math.floor(Math.random() * ids.count);
+      const n = Math.floor(Math.random() * sent());
       const got = await request(`${url}/api/v5/events/${ids.at(n)}`, { token: TOKEN });
       if (got.status !== 200 || JSON.parse(got.body).id !== ids.at(n)) missing++;
     }
     const c = cg ? cg.read(cgDir) : undefined;
-    const fmt = (x) => Math.round(x).toLocaleString('en-US');
     console.log(
-      `${label}: ${fmt(r.rps)} PUT/s, ${fmt(ids.count)} events, non-2xx ${r.non2xx}, errors ${r.errors}, p99 ${r.p99} ms; ` +
-        `VmHWM ${fmt(mem.hwmMB)} MB (now: mapped LMDB file ${fmt(lmdbMB)} MB, anonymous ${fmt(mem.anonMB)} MB, file-backed ${fmt(mem.fileMB)} MB)` +
-        (c ? `; cgroup v${cg.version}: peak charge ${fmt(c.peakMB)} MB of ${LIMIT_MB}, limit reached ${fmt(c.limitHits)} times, OOM kills ${c.oomKills}` : '') +
+      `${label}: ${fmt(r.rps, 0)} PUT/s, ${fmt(sent(), 0)} events, non-2xx ${r.non2xx}, errors ${r.errors}, p99 ${r.p99} ms; ` +
+        `VmHWM ${fmt(mem.hwmMB, 0)} MB (now: mapped LMDB file ${fmt(lmdbMB, 0)} MB, anonymous ${fmt(mem.anonMB, 0)} MB, file-backed ${fmt(mem.fileMB, 0)} MB)` +
+        (c ? `; cgroup v${cg.version}: peak charge ${fmt(c.peakMB, 0)} MB of ${LIMIT_MB}, limit reached ${fmt(c.limitHits, 0)} times, OOM kills ${c.oomKills}` : '') +
         `; ${SAMPLE} acknowledged events read back, ${missing} missing`,
     );
     return { ...r, mem, lmdbMB, cgroup: c, missing };

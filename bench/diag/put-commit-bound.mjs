@@ -17,21 +17,20 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { startServe, stop } from '../../test/process.ts';
-import { locationEvent } from '../lib/documents.mjs';
-import { idMaker, load, mkTemp } from '../lib/util.mjs';
+import { locationBodies } from '../lib/documents.mjs';
+import { cpuSeconds } from '../lib/proc.mjs';
+import { load, mkTemp } from '../lib/util.mjs';
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const ROUNDS = Number(process.argv[3] ?? 2);
 const TOKEN = 'commit-bound-diag-token';
-const TICK_US = 10_000; // USER_HZ 100
-
 /** CPU µs of each thread of `pid`: Map(tid -> µs). */
 function threadCpu(pid) {
   const out = new Map();
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
-      const f = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ');
-      out.set(tid, (Number(f[11]) + Number(f[12])) * TICK_US);
+      const { user, sys } = cpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      out.set(tid, (user + sys) * 1e6);
     } catch {
       // the thread ended meanwhile
     }
@@ -65,9 +64,8 @@ async function measure(label, base) {
   const dataDir = fs.mkdtempSync(`${base}/otm-commit-bound-`);
   const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:t1:read+write` });
   try {
-    const ids = idMaker();
-    let i = 0;
-    const run = (duration) => load({ url: svc.url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: () => locationEvent(ids.next(), i++), connections: 50, duration });
+    const bodies = locationBodies();
+    const run = (duration) => load({ url: svc.url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: bodies.next, connections: 50, duration });
     await run(3);
     const pid = svc.child.pid;
     const t0 = threadCpu(pid);

@@ -1,7 +1,7 @@
 /** The documents the benchmarks send (bench/run.mjs and bench/diag scripts share them). */
 import fs from 'node:fs';
 import path from 'node:path';
-import { REPO } from './util.mjs';
+import { REPO, idMaker } from './util.mjs';
 
 /** 64 vehicle ids: location events refer to one of them (and are keyed by it on Kafka). */
 export const VEHICLES = Array.from({ length: 64 }, (_, i) => `6b3e1f40-0c1a-4f7e-9a51-${(0x100 + i).toString(16).padStart(12, '0')}`);
@@ -14,6 +14,15 @@ export function locationEvent(id, i) {
     `"speed":{"value":${50 + (i % 30)},"unit":"km/h"},"heading":{"value":${i % 360},"unit":"degrees"}},` +
     `"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"${VEHICLES[i % VEHICLES.length]}"}}`
   );
+}
+
+/**
+ * Location events with fresh sequential ids, as the PUT and bulk scenarios send them: `next()`
+ * makes the next body, `sent()` counts them, `ids.at(n)` is the id of the n-th.
+ */
+export function locationBodies(ids = idMaker()) {
+  let i = 0;
+  return { ids, next: () => locationEvent(ids.at(i), i++), sent: () => i };
 }
 
 /** A small vehicle. */

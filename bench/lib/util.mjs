@@ -205,13 +205,19 @@ export function printTable(rows, write = (s) => process.stdout.write(s)) {
     r.target ?? '—',
     r.pass === true ? 'pass' : r.pass === false ? 'FAIL' : r.status ?? 'info',
   ]);
-  const w = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
-  const line = (c) => c.map((x, i) => (i === 0 ? x.padEnd(w[i]) : x.padStart(w[i]))).join('  ');
-  write(`${line(head)}\n${w.map((n) => '-'.repeat(n)).join('  ')}\n`);
+  const [header, rule, ...lines] = alignColumns(head, cells);
+  write(`${header}\n${rule}\n`);
   for (let i = 0; i < rows.length; i++) {
-    write(`${line(cells[i])}\n`);
+    write(`${lines[i]}\n`);
     if (rows[i].note) write(`${' '.repeat(4)}↳ ${rows[i].note}\n`);
   }
+}
+
+/** A text table: the header, a rule, then one line per row; the first column left-aligned, the others right. */
+export function alignColumns(head, cells) {
+  const w = head.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i].length)));
+  const line = (c) => c.map((x, i) => (i === 0 ? x.padEnd(w[i]) : x.padStart(w[i]))).join('  ');
+  return [line(head), w.map((n) => '-'.repeat(n)).join('  '), ...cells.map(line)];
 }
 
 export function mkTemp(prefix) {
