@@ -6,10 +6,41 @@
  */
 import { unavailable, type Bus, type Envelope, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
 
+/**
+ * One publish call: settles once every message of it has been applied by every group, or with the
+ * first failure. One promise per call, not one per message (a bulk request publishes thousands).
+ */
+class Publication {
+  private settled = false;
+
+  constructor(
+    private remaining: number,
+    private readonly resolve: () => void,
+    private readonly reject: (e: unknown) => void,
+  ) {
+    if (remaining === 0) this.finish();
+  }
+
+  applied(): void {
+    if (--this.remaining === 0) this.finish();
+  }
+
+  failed(e: unknown): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.reject(e);
+  }
+
+  private finish(): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.resolve();
+  }
+}
+
 interface Pending {
   readonly envelope: Envelope;
-  readonly resolve: () => void;
-  readonly reject: (e: unknown) => void;
+  readonly publication: Publication;
 }
 
 class Partition {
@@ -24,9 +55,9 @@ class Partition {
     private readonly depth: number,
   ) {}
 
+  /** Queues a message; `pump` hands it over. */
   push(p: Pending): void {
     this.queue.push(p);
-    this.pump();
   }
 
   /** Resolves when the partition has nothing queued or in hand. */
@@ -37,7 +68,7 @@ class Partition {
   private waiters: Array<() => void> = [];
 
   /** Hands what is queued to the handler, in order, in batches of up to maxBatch, while it may take more. */
-  private pump(): void {
+  pump(): void {
     while (this.inHand < this.depth && this.queue.length > 0) {
       const batch = this.queue.splice(0, this.maxBatch);
       this.inHand++;
@@ -50,10 +81,10 @@ class Partition {
       call
         .then(
           () => {
-            for (const p of batch) p.resolve();
+            for (const p of batch) p.publication.applied();
           },
           (e: unknown) => {
-            for (const p of batch) p.reject(e);
+            for (const p of batch) p.publication.failed(e);
           },
         )
         .finally(() => {
@@ -107,18 +138,35 @@ export class MemoryBus implements Bus {
     this.maxBatch = opts.maxBatch ?? 500;
   }
 
+  /**
+   * Queues every message, then hands the touched partitions their work. Nothing is queued unless
+   * every topic of the call has a consumer.
+   */
   async publish(envelopes: readonly Envelope[]): Promise<void> {
     if (this.closed) throw unavailable('the bus is closed');
-    const done: Promise<void>[] = [];
-    for (const envelope of envelopes) {
-      const groups = (this.groups.get(envelope.topic) ?? []).filter((g) => !g.closed);
-      if (groups.length === 0) throw unavailable(`no worker is subscribed to ${envelope.topic}`);
-      for (const g of groups) {
-        const p = partitionOf(envelope.key, g.partitions.length);
-        done.push(new Promise<void>((resolve, reject) => g.partitions[p]!.push({ envelope, resolve, reject })));
+    const live = new Map<Topic, Group[]>();
+    let count = 0;
+    for (const { topic } of envelopes) {
+      let groups = live.get(topic);
+      if (groups === undefined) {
+        groups = (this.groups.get(topic) ?? []).filter((g) => !g.closed);
+        if (groups.length === 0) throw unavailable(`no worker is subscribed to ${topic}`);
+        live.set(topic, groups);
       }
+      count += groups.length;
     }
-    await Promise.all(done);
+    return new Promise<void>((resolve, reject) => {
+      const publication = new Publication(count, resolve, reject);
+      const touched = new Set<Partition>();
+      for (const envelope of envelopes) {
+        for (const g of live.get(envelope.topic)!) {
+          const partition = g.partitions[partitionOf(envelope.key, g.partitions.length)]!;
+          partition.push({ envelope, publication });
+          touched.add(partition);
+        }
+      }
+      for (const partition of touched) partition.pump();
+    });
   }
 
   async subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>, options: SubscribeOptions = {}): Promise<Subscription> {

@@ -130,4 +130,45 @@ describe('MemoryBus', () => {
     const bus = new MemoryBus();
     await expect(bus.publish([env('a', 1)])).rejects.toMatchObject({ status: 503, retryable: true });
   });
+
+  it('queues nothing of a publish when one of its topics has no consumer', async () => {
+    const bus = new MemoryBus();
+    const seen: string[] = [];
+    await bus.subscribe(TOPICS.entities, 'g', async (batch) => {
+      for (const e of batch) seen.push(e.message.key);
+    });
+    const telemetry: Envelope = { ...env('b', 2), topic: TOPICS.telemetry };
+    await expect(bus.publish([env('a', 1), telemetry])).rejects.toMatchObject({ status: 503 });
+    await bus.publish([env('c', 3)]);
+    expect(seen).toEqual(['c-3']);
+    await bus.close();
+  });
+
+  it('hands a many-message publish over in batches, and settles it once all are applied', async () => {
+    const bus = new MemoryBus({ partitions: 2, maxBatch: 100 });
+    const sizes: number[] = [];
+    let applied = 0;
+    await bus.subscribe(TOPICS.entities, 'g', async (batch) => {
+      sizes.push(batch.length);
+      await new Promise((r) => setImmediate(r));
+      applied += batch.length;
+    }, { pipeline: 8 });
+    await bus.publish(Array.from({ length: 1000 }, (_, n) => env(`k${n % 13}`, n)));
+    expect(applied).toBe(1000);
+    // Queued first, then handed over: full batches, not one call per message.
+    expect(sizes.length).toBeLessThanOrEqual(12);
+    await bus.close();
+  });
+
+  it('settles a publish with the first failure, once, when its messages fail in several batches', async () => {
+    const bus = new MemoryBus({ partitions: 4, maxBatch: 10 });
+    let calls = 0;
+    await bus.subscribe(TOPICS.entities, 'g', async () => {
+      calls++;
+      throw new Error(`batch ${calls} failed`);
+    });
+    await expect(bus.publish(Array.from({ length: 100 }, (_, n) => env(`k${n}`, n)))).rejects.toThrow('batch 1 failed');
+    await bus.close();
+    expect(calls).toBeGreaterThan(1);
+  });
 });
