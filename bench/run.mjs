@@ -339,7 +339,11 @@ async function groupBulkEmbedded() {
   try {
     const r = await bulkEndToEnd({ writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency });
     if (r.invisible) throw new Error(`${r.invisible} of ${r.probeCount} probe events not visible after ${cfg.visibleTimeoutS} s`);
-    const raw = await rawLmdb(r.batches, cfg.bulkConcurrency);
+    // The raw rate moves by up to 2× from one run to the next on these VMs' disks (each batch
+    // waits for its flush): the best of three fresh runs is the baseline, the stricter choice.
+    const raws = [];
+    for (let i = 0; i < 3; i++) raws.push(await rawLmdb(r.batches, cfg.bulkConcurrency));
+    const raw = Math.max(...raws);
     addRow({
       scenario: `bulk ingest ${fmt(cfg.bulkEvents, 0)} location events → visible by GET, embedded (batches of ${fmt(cfg.bulkBatchEmbedded, 0)})`,
       figure: r.rate,
@@ -347,7 +351,7 @@ async function groupBulkEmbedded() {
       baseline: raw,
       baselineUnit: 'puts/s',
       target: '>= 0.3',
-      note: `baseline: raw LMDB puts of the same JSON, same batches, committed and flushed; answered at ${fmt(r.answeredRate)} events/s`,
+      note: `baseline: raw LMDB puts of the same JSON, same batches, committed and flushed, best of 3 runs (${raws.map((x) => fmt(x)).join(', ')} puts/s); answered at ${fmt(r.answeredRate)} events/s`,
     });
   } finally {
     await emb.stop();
