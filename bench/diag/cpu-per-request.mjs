@@ -4,7 +4,11 @@
  * a figure that depends much less on what else the machine is doing than requests per second.
  * The same service start, baseline, documents and ids as `npm run bench`. After `npm run build`:
  *
- *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|put-event] [requests=100000] [rounds=2]
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|get-trip-redis|put-event] [requests=100000] [rounds=2]
+ *
+ * get-trip-redis: the same GET with the entity store on Redis (OTM_ENTITY_STORE=redis, as the
+ * distributed query service reads it), database 9 of the Redis at 127.0.0.1:6379 or
+ * OTM_DIAG_REDIS_URL; the database is emptied before and after.
  *
  * OTM_DIAG_RANDOM_IDS=1 sends random v4 UUIDs as event ids (a fleet's own) instead of the bench's
  * sequential ones. OTM_CHILD_NODE_OPTIONS becomes the service's NODE_OPTIONS (test/process.ts), e.g.
@@ -14,28 +18,37 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
 import { startServe, stop } from '../../test/process.ts';
 import { TRIP, TRIP_BODY, locationEvent } from '../lib/documents.mjs';
 import { cpuSeconds } from '../lib/proc.mjs';
 import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../lib/util.mjs';
 
 const [scenario = 'get-trip', requestsArg = '100000', roundsArg = '2'] = process.argv.slice(2);
-if (!['get-trip', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip or put-event, got ${scenario}`);
+if (!['get-trip', 'get-trip-redis', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip, get-trip-redis or put-event, got ${scenario}`);
 const REQUESTS = Number(requestsArg);
 const ROUNDS = Number(roundsArg);
 const TOKEN = 'cpu-diag-token-1';
 const cpuSplit = (pid) => cpuSeconds(`/proc/${pid}/stat`);
 
 const dataDir = mkTemp('otm-cpu-diag-');
+const redisUrl = process.env.OTM_DIAG_REDIS_URL ?? 'redis://127.0.0.1:6379/9';
+const flushRedis = async () => {
+  const redis = new Redis(redisUrl);
+  await redis.flushdb();
+  redis.disconnect();
+};
+if (scenario === 'get-trip-redis') await flushRedis();
 const svc = await startServe({
   OTM_DATA_DIR: dataDir,
   OTM_TOKENS: `${TOKEN}:t1:read+write`,
+  ...(scenario === 'get-trip-redis' ? { OTM_ENTITY_STORE: 'redis', REDIS_URL: redisUrl } : {}),
 });
 const base = await startBaseline();
 try {
   const headers = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
   let spec;
-  if (scenario === 'get-trip') {
+  if (scenario.startsWith('get-trip')) {
     const put = await request(`${svc.url}/api/v5/trips`, { method: 'PUT', token: TOKEN, body: TRIP_BODY });
     if (put.status !== 200) throw new Error(`PUT trip answered ${put.status}`);
     const got = await request(`${svc.url}/api/v5/trips/${TRIP.id}`, { token: TOKEN });
@@ -73,4 +86,5 @@ try {
   await base.stop();
   await stop(svc);
   fs.rmSync(dataDir, { recursive: true, force: true });
+  if (scenario === 'get-trip-redis') await flushRedis();
 }

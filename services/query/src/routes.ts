@@ -15,6 +15,7 @@ interface EntityParams {
  */
 const answers = new WeakMap<StoredDocument, Buffer>();
 function answerOf(doc: StoredDocument): Buffer {
+  if (doc.bytes !== undefined) return doc.bytes;
   let bytes = answers.get(doc);
   if (bytes === undefined) {
     bytes = Buffer.from(doc.json);
