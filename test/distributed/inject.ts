@@ -21,6 +21,8 @@ interface InjectResponse {
   statusCode: number;
   headers: Record<string, string>;
   body: string;
+  /** The body's bytes as they arrived. */
+  rawPayload: Buffer;
   json(): any;
 }
 
@@ -41,10 +43,11 @@ export async function startDistributedService(opts: { bodyLimit?: number; maxDep
       headers: o.headers ?? {},
       ...(o.payload === undefined ? {} : { body: o.payload }),
     });
-    const body = await res.text();
+    const rawPayload = Buffer.from(await res.arrayBuffer());
+    const body = rawPayload.toString('utf8');
     const headers: Record<string, string> = {};
     res.headers.forEach((v, k) => (headers[k] = v));
-    return { statusCode: res.status, headers, body, json: () => JSON.parse(body) };
+    return { statusCode: res.status, headers, body, rawPayload, json: () => JSON.parse(body) };
   };
 
   /** Waits (up to 10 s) until the query service shows the write; then the suite goes on. */

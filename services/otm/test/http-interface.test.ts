@@ -29,6 +29,23 @@ describe('PUT, GET and DELETE', () => {
     expect(got.json()).toEqual(body);
   });
 
+  it('answers a GET with the bytes of the PUT answer, any characters included', async () => {
+    const name = 'Zoë Ōsaka 運送 🚚 "quoted" back\\slash\ttab\nline \u2028 \u0000 ¬';
+    const res = await put('vehicles', { ...vehicle, name, externalAttributes: { note: 'ÿ\u00ff\ud83d\ude9a' } });
+    expect(res.statusCode).toBe(200);
+    const got = await get(`/api/v5/vehicles/${res.json().id}`);
+    expect(got.statusCode).toBe(200);
+    expect(got.rawPayload.equals(res.rawPayload)).toBe(true);
+    expect(Number(got.headers['content-length'])).toBe(res.rawPayload.length);
+    expect(got.json().name).toBe(name);
+    // The same for a version asked for by its lifecycle.
+    const location = { associationType: 'reference', uuid: '11c11d75-e114-4b5f-9751-b3a4afa23ecf', entityType: 'location' };
+    const planned = await put('actions', { actionType: 'stop', lifecycle: 'planned', remark: name, location });
+    expect(planned.statusCode).toBe(200);
+    const byLifecycle = await get(`/api/v5/actions/${planned.json().id}?lifecycle=planned`);
+    expect(byLifecycle.rawPayload.equals(planned.rawPayload)).toBe(true);
+  });
+
   it('keeps a client id as sent and finds it case-insensitively', async () => {
     const id = 'B9BB914D-845E-46F2-91FF-31FA4BAC2FBE';
     expect((await put('vehicles', { ...vehicle, id })).json().id).toBe(id);
