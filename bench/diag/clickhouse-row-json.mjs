@@ -1,12 +1,13 @@
 /**
- * What encoding one otm_events row for a JSONEachRow insert costs (the telemetry worker on
- * ClickHouse): `JSON.stringify` of a row as the worker builds it (eventColumns, then the ids,
- * versions and the document text; 34 columns), of the same row without its `doc` column, and of
- * the document text alone (escaping it inside a JSON string). After `npm run build`:
+ * What encoding one otm_events row for an insert costs (the telemetry worker on ClickHouse):
+ * `JSON.stringify` of a row as the worker builds it (eventColumns, then the ids, versions and the
+ * document text; 34 columns) for JSONEachRow, of the same row without its `doc` column, of the
+ * document text alone (escaping it inside a JSON string), and the TabSeparated line the worker
+ * sends since 2026-11-23 (`tsvLine`). After `npm run build`:
  *
  *   node bench/diag/clickhouse-row-json.mjs [rows=100000]
  */
-import { eventColumns } from '../../packages/distributed/dist/event-columns.js';
+import { EVENT_COLUMNS, eventColumns, tsvLine } from '../../packages/distributed/dist/index.js';
 import { locationEvent } from '../lib/documents.mjs';
 
 const N = Number(process.argv[2] ?? 100_000);
@@ -42,3 +43,4 @@ const time = (name, list, f) => {
 time('row, as the worker builds it', rows, (r) => JSON.stringify(r));
 time('the same row without doc', withoutDoc, (r) => JSON.stringify(r));
 time('the document text alone', rows, (r) => JSON.stringify(r.doc));
+time('TabSeparated line (tsvLine)', rows, (r) => tsvLine(r, EVENT_COLUMNS));

@@ -109,6 +109,33 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     }
   });
 
+  it('keeps any characters and numbers as sent: separators, backslashes, NUL, tiny and huge values', async () => {
+    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_chars_${randomUUID().slice(0, 8)}` });
+    await store.migrate();
+    try {
+      const id = randomUUID();
+      const odd = 'a\tb\nc\\d\re\u0000f \\N é 🚚 \'"';
+      const doc = {
+        id,
+        eventType: 'locationUpdateEvent',
+        creationDate: '2024-03-01T10:00:00Z',
+        name: odd,
+        vehicle: { associationType: 'inline', entity: { id: odd, entityType: 'vehicle' } },
+        geoReference: { type: 'latLonPointGeoReference', lat: 1e-7, lon: -179.999999, speed: { value: 1e21, unit: odd }, heading: { value: 0, unit: '\\' } },
+      };
+      await store.write([put('acme', doc)]);
+      const [row] = await store.query<Record<string, unknown>>(`SELECT * FROM ${store.database}.otm_events WHERE event_id = '${id}'`);
+      // ids are kept lower-cased, as storage keys are
+      expect(row).toMatchObject({ vehicle_id: odd.toLowerCase(), speed_unit: odd, heading_unit: '\\', lat: 1e-7, lon: -179.999999, speed: 1e21, heading: 0, doc: JSON.stringify(doc) });
+      expect((await store.get('acme', 'events', id))?.json).toBe(JSON.stringify(doc));
+      const [ids] = await store.query<Record<string, unknown>>(`SELECT vehicle_id FROM ${store.database}.otm_event_ids WHERE event_id = '${id}'`);
+      expect(ids).toEqual({ vehicle_id: odd.toLowerCase() });
+    } finally {
+      await store.dropDatabase();
+      await store.close();
+    }
+  });
+
   it('reports an unreachable server as a retryable 503 and not ready', async () => {
     const store = new ClickHouseEventStore({ url: 'http://127.0.0.1:1', requestTimeoutMs: 1_000 });
     expect(await store.ready()).toBe(false);
