@@ -79,6 +79,9 @@ const hasEffect = (kind: KindSegment, doc: Readonly<Record<string, unknown>>): b
   kind === 'events' &&
   (doc.eventType === 'updateEvent' || doc.eventType === 'associationCreatedEvent' || doc.eventType === 'associationRemovedEvent');
 
+/** A checked document with its bus messages. */
+type Prepared = Accepted & { envelopes: Envelope[] };
+
 /** One item of a bulk request: a parsed document, or why its line could not be parsed. */
 export type BulkItem = { readonly doc: unknown } | { readonly error: OtmError };
 /** Per item: its id (accepted) or the model's error items (rejected). */
@@ -144,15 +147,22 @@ export class Ingress {
   }
 
   /** Checks a document and makes its bus messages, without publishing them; throws a 400. */
-  async prepare(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted & { envelopes: Envelope[] }> {
-    const accepted = this.check(kind, body);
-    const partitionKey = hasEffect(kind, accepted.doc) ? await this.checkEffect(tenant, accepted.doc, accepted.key) : accepted.key;
-    return this.messagesOf(tenant, kind, accepted, partitionKey);
+  async prepare(tenant: string, kind: KindSegment, body: unknown): Promise<Prepared> {
+    return this.prepareNow(tenant, kind, body);
   }
 
-  private messagesOf(tenant: string, kind: KindSegment, accepted: Accepted, partitionKey: string): Accepted & { envelopes: Envelope[] } {
-    const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
-    return { key: accepted.key, doc: accepted.doc, envelopes: envelopesFor(message, partitionKey) };
+  /**
+   * `prepare`, answered at once unless the document's effect must be checked against stored
+   * entities (update and association events): a bulk request of thousands of location events
+   * then does not wait a turn for each.
+   */
+  private prepareNow(tenant: string, kind: KindSegment, body: unknown): Prepared | Promise<Prepared> {
+    const accepted = this.check(kind, body);
+    const messages = (partitionKey: string): Prepared => {
+      const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
+      return { key: accepted.key, doc: accepted.doc, envelopes: envelopesFor(message, partitionKey) };
+    };
+    return hasEffect(kind, accepted.doc) ? this.checkEffect(tenant, accepted.doc, accepted.key).then(messages) : messages(accepted.key);
   }
 
   async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
@@ -175,12 +185,8 @@ export class Ingress {
         continue;
       }
       try {
-        // Only update and association events read stored state; the rest are checked without
-        // waiting a turn each (a bulk request holds thousands of location events).
-        const accepted = this.check(kind, item.doc);
-        const p = hasEffect(kind, accepted.doc)
-          ? this.messagesOf(tenant, kind, accepted, await this.checkEffect(tenant, accepted.doc, accepted.key))
-          : this.messagesOf(tenant, kind, accepted, accepted.key);
+        const now = this.prepareNow(tenant, kind, item.doc);
+        const p = now instanceof Promise ? await now : now;
         results.push({ index, id: p.doc.id as string, key: p.key });
         envelopes.push(...p.envelopes);
       } catch (e) {
