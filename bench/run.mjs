@@ -522,23 +522,22 @@ async function rawClickHouse(url, prefix, n) {
     await ch.command({ query: 'CREATE TABLE otm.bench_raw_events AS otm.otm_events' });
     // Both formats the client and the service know; the faster one is the baseline. TabSeparated
     // text is made before the clock starts, as the client makes JSONEachRow of ready objects.
-    const tsv = [];
-    for (let i = 0; i < rowsRead.length; i += 10_000) tsv.push(rowsRead.slice(i, i + 10_000).map((r) => tsvLine(r, EVENT_COLUMNS)).join(''));
+    const jsonBatches = [];
+    for (let i = 0; i < rowsRead.length; i += 10_000) jsonBatches.push(rowsRead.slice(i, i + 10_000));
+    const tsvBatches = jsonBatches.map((batch) => batch.map((r) => tsvLine(r, EVENT_COLUMNS)).join(''));
     const timed = async (insertBatch, batches) => {
       await ch.command({ query: 'TRUNCATE TABLE otm.bench_raw_events' });
       const t0 = performance.now();
       for (const b of batches) await insertBatch(b);
       return (rowsRead.length * 1000) / (performance.now() - t0);
     };
-    const jsonBatches = [];
-    for (let i = 0; i < rowsRead.length; i += 10_000) jsonBatches.push(rowsRead.slice(i, i + 10_000));
     const json = await timed((values) => ch.insert({ table: 'otm.bench_raw_events', values, format: 'JSONEachRow' }), jsonBatches);
     const tabs = await timed(
       async (text) => {
         const { stream } = await ch.exec({ query: `INSERT INTO otm.bench_raw_events (${EVENT_COLUMNS.join(', ')}) FORMAT TabSeparated`, values: Readable.from([text]) });
         for await (const _ of stream); // the empty answer, read to the end
       },
-      tsv,
+      tsvBatches,
     );
     const stored = Number((await (await ch.query({ query: 'SELECT count() AS c FROM otm.bench_raw_events', format: 'JSONEachRow' })).json())[0].c);
     if (stored !== rowsRead.length) throw new Error(`the TabSeparated baseline stored ${stored} of ${rowsRead.length} rows`);

@@ -110,9 +110,9 @@ export class Ingress {
    * Checks what an update or association event would do, against the stored state: the entity an
    * update leaves behind must be valid; an association must pair kinds that a member can hold.
    * Returns the partition key (the entity changed). A target not stored yet is not an error: the
-   * effect waits for it.
+   * effect waits for it. Only for documents with `hasEffect`.
    */
-  private async checkEffect(tenant: string, doc: Readonly<Record<string, unknown>>, key: string): Promise<string> {
+  private async checkEffect(tenant: string, doc: Readonly<Record<string, unknown>>): Promise<string> {
     if (doc.eventType === 'updateEvent') {
       const t = updateTarget(doc);
       if ('type' in t) throw invalidDocument([t]);
@@ -124,26 +124,24 @@ export class Ingress {
       }
       return t.key;
     }
-    if (doc.eventType === 'associationCreatedEvent' || doc.eventType === 'associationRemovedEvent') {
-      const plan = associationPlan(doc);
-      if ('type' in plan) throw invalidDocument([plan]);
-      const e1 = doc.entity1 as Record<string, unknown>;
-      // The sub-kind of entity1 decides its members: from the inline entity, the stored one, or the reference.
-      const stored = await this.deps.readers.entities.get(tenant, plan.kind1, plan.key1);
-      const doc1 =
-        e1.associationType === 'inline'
-          ? e1.entity
-          : stored !== undefined
-            ? JSON.parse(stored.json)
-            : subKindStub(plan.kind1, e1.entityType);
-      if (holdingMember(plan.kind1, doc1, plan.kind2) === undefined) {
-        throw invalidDocument([
-          { type: 'invalidField', field: 'entity2', message: `no member of ${plan.kind1} can hold ${plan.kind2}: these two cannot be associated` },
-        ]);
-      }
-      return plan.key1;
+    // Else an association event (created or removed).
+    const plan = associationPlan(doc);
+    if ('type' in plan) throw invalidDocument([plan]);
+    const e1 = doc.entity1 as Record<string, unknown>;
+    // The sub-kind of entity1 decides its members: from the inline entity, the stored one, or the reference.
+    const stored = await this.deps.readers.entities.get(tenant, plan.kind1, plan.key1);
+    const doc1 =
+      e1.associationType === 'inline'
+        ? e1.entity
+        : stored !== undefined
+          ? JSON.parse(stored.json)
+          : subKindStub(plan.kind1, e1.entityType);
+    if (holdingMember(plan.kind1, doc1, plan.kind2) === undefined) {
+      throw invalidDocument([
+        { type: 'invalidField', field: 'entity2', message: `no member of ${plan.kind1} can hold ${plan.kind2}: these two cannot be associated` },
+      ]);
     }
-    return key;
+    return plan.key1;
   }
 
   /** Checks a document and makes its bus messages, without publishing them; throws a 400. */
@@ -162,7 +160,7 @@ export class Ingress {
       const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
       return { key: accepted.key, doc: accepted.doc, envelopes: envelopesFor(message, partitionKey) };
     };
-    return hasEffect(kind, accepted.doc) ? this.checkEffect(tenant, accepted.doc, accepted.key).then(messages) : messages(accepted.key);
+    return hasEffect(kind, accepted.doc) ? this.checkEffect(tenant, accepted.doc).then(messages) : messages(accepted.key);
   }
 
   async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
