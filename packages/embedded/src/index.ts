@@ -1,2 +1,3 @@
 export { MemoryBus, type MemoryBusOptions } from './memory-bus.js';
-export { openEmbeddedStores, type EmbeddedStores } from './lmdb-store.js';
+export { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from './lmdb-store.js';
+export { LogEventStore, DEFAULT_SEGMENT_BYTES, type EventLogOptions } from './event-log.js';

@@ -9,7 +9,10 @@
  * - `holders`: `tenant|childKind|childKey|holderKind|holderKey|rank`, which entities
  *   hold another inline;
  * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
- * - `telemetry`: the event store, key `tenant|events|key|rank`, value the JSON.
+ * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
+ *   are in a log of segment files under `<dataDir>/events` (event-log.ts);
+ * - `telemetry`: the event store of earlier versions (the documents themselves), moved into the
+ *   log at the first start and emptied.
  *
  * A write resolves only after its transaction is committed and flushed to disk, so an
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
@@ -23,7 +26,6 @@ import {
   LIFECYCLES,
   decodeVersion,
   encodeVersion,
-  type DocumentWrite,
   type EntityStore,
   type EntityTx,
   type EventStore,
@@ -32,6 +34,7 @@ import {
   type StoredDocument,
   type VersionStamp,
 } from '@otm/core';
+import { LogEventStore } from './event-log.js';
 
 // ordered-binary (lmdb's key encoding) turns NUL in a string key into an array separator, so the
 // separator is '|': tenants, kinds, UUIDs and ranks never contain it, and '~' sorts after them all.
@@ -190,7 +193,6 @@ interface Dbs {
   entities: Str;
   holders: Str;
   pending: Str;
-  telemetry: Str;
 }
 
 /**
@@ -274,61 +276,42 @@ class LmdbEntityStore implements EntityStore {
   async close(): Promise<void> {}
 }
 
-class LmdbEventStore implements EventStore {
-  /** lmdb commits transactions in the order they were started (the one writer of the environment). */
-  readonly appliesInCallOrder = true;
-
-  constructor(private readonly dbs: Dbs) {}
-
-  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const v = readVersion(this.dbs.telemetry, prefixOf(tenant, kind, key), lifecycleRank);
-    return v && { kind, key, lifecycleRank: v.rank, json: v.raw };
-  }
-
-  /**
-   * Plain puts and removes, which lmdb's write thread applies in call order; those of one call
-   * share a transaction. (A `root.transaction(callback)` would run the B-tree work on the main
-   * thread, in a hand-over with the write thread for each transaction: bench/diag/lmdb-event-writes.mjs.)
-   * Resolves once committed and flushed to disk.
-   */
-  async write(writes: readonly DocumentWrite[]): Promise<void> {
-    if (writes.length === 0) return;
-    const db = this.dbs.telemetry;
-    const done: Promise<unknown>[] = [];
-    for (const w of writes) {
-      if (w.op === 'put') done.push(db.put(prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank, w.doc.json));
-      else {
-        const prefix = prefixOf(w.tenant, w.kind, w.key);
-        for (const r of RANKS_DOWN) done.push(db.remove(prefix + r));
-      }
-    }
-    await Promise.all(done);
-    await this.dbs.root.flushed;
-  }
-
-  async ready(): Promise<boolean> {
-    return true;
-  }
-
-  async close(): Promise<void> {}
-}
-
 export interface EmbeddedStores {
   readonly entities: EntityStore;
   readonly events: EventStore;
   close(): Promise<void>;
 }
 
-export function openEmbeddedStores(dataDir: string): EmbeddedStores {
+export interface EmbeddedStoreOptions {
+  /** Told what the event log's recovery did at start (a torn tail cut off, old events moved). */
+  readonly warn?: (message: string) => void;
+  /** Size at which the event log starts a new segment file (tests use small ones). */
+  readonly eventSegmentBytes?: number;
+}
+
+export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true });
   const root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
   const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
-  const dbs: Dbs = { root, entities: db('entities'), holders: db('holders'), pending: db('pending'), telemetry: db('telemetry') };
+  const dbs: Dbs = { root, entities: db('entities'), holders: db('holders'), pending: db('pending') };
+  let events: LogEventStore;
+  try {
+    events = new LogEventStore({
+      dir: path.join(dataDir, 'events'),
+      root,
+      ...(opts.warn ? { warn: opts.warn } : {}),
+      ...(opts.eventSegmentBytes ? { segmentBytes: opts.eventSegmentBytes } : {}),
+    });
+  } catch (e) {
+    void root.close();
+    throw e;
+  }
   return {
     entities: new LmdbEntityStore(dbs),
-    events: new LmdbEventStore(dbs),
+    events,
     close: async () => {
+      await events.close();
       await root.flushed;
       await root.close();
     },

@@ -1,6 +1,6 @@
 /**
  * The adapters a process uses, chosen by configuration: the in-process bus or Kafka, the LMDB
- * entity store or Redis, the LMDB event store or ClickHouse. Embedded adapters share one data
+ * entity store or Redis, the embedded event log (indexed in LMDB) or ClickHouse. Embedded adapters share one data
  * folder; the distributed ones are clients of their servers.
  */
 import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type Logger } from '@otm/core';
@@ -38,7 +38,7 @@ type AdapterConfig = Pick<
 
 export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
   let embedded: EmbeddedStores | undefined;
-  const lmdb = () => (embedded ??= openEmbeddedStores(config.dataDir));
+  const lmdb = () => (embedded ??= openEmbeddedStores(config.dataDir, { warn: (m) => logger.warn(m) }));
 
   const kafka =
     config.bus === 'kafka'

@@ -1,6 +1,6 @@
 /**
  * The embedded deployment: ingress, workers and query in one process, with the in-process bus and
- * the LMDB stores under the data folder. The same ingress, worker and query code as the
+ * the stores under the data folder (LMDB, and the event log). The same ingress, worker and query code as the
  * distributed roles; only the adapters differ.
  */
 import type { Config, Logger, TokenEntry } from '@otm/core';

@@ -1,0 +1,199 @@
+/**
+ * The embedded event store's log and its recovery: what a crash can leave behind (a torn record
+ * at the tail, an index behind the log), segment files, and the move of an earlier version's
+ * LMDB event store into the log. The port's contract itself is test/contract/event-store.test.ts.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { open } from 'lmdb';
+import type { DocumentWrite } from '@otm/core';
+import { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from '../src/index.js';
+
+const dirs: string[] = [];
+const opened: EmbeddedStores[] = [];
+afterEach(async () => {
+  for (const s of opened.splice(0)) await s.close();
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+const tmp = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-event-log-'));
+  dirs.push(dir);
+  return dir;
+};
+const openAt = (dir: string, opts: EmbeddedStoreOptions = {}) => {
+  const s = openEmbeddedStores(dir, opts);
+  opened.push(s);
+  return s;
+};
+const closeIt = async (s: EmbeddedStores) => {
+  opened.splice(opened.indexOf(s), 1);
+  await s.close();
+};
+const put = (key: string, json: string, rank = 0): DocumentWrite => ({ op: 'put', tenant: 't', doc: { kind: 'events', key, lifecycleRank: rank, json } });
+const doc = (i: number) => JSON.stringify({ id: `e${i}`, eventType: 'locationUpdateEvent', name: `event ${i} é ${'x'.repeat(i % 50)}` });
+const segments = (dir: string) => fs.readdirSync(path.join(dir, 'events')).filter((f) => f.endsWith('.log')).sort();
+const lastSegment = (dir: string) => path.join(dir, 'events', segments(dir).at(-1)!);
+
+describe('event log', () => {
+  it('keeps the documents out of LMDB: the store file holds only the index', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    const big = JSON.stringify({ id: 'big', text: 'y'.repeat(200_000) });
+    await s.events.write([put('big', big)]);
+    expect((await s.events.get('t', 'events', 'big'))?.json).toBe(big);
+    expect(fs.statSync(lastSegment(dir)).size).toBeGreaterThan(200_000);
+    await closeIt(s);
+    expect(fs.statSync(path.join(dir, 'store', 'otm.mdb')).size).toBeLessThan(200_000);
+  });
+
+  it('answers the stored bytes as written', async () => {
+    const s = openAt(tmp());
+    const json = JSON.stringify({ id: 'u', name: 'Zürich \u2028 \u0000 "q" 🚚' });
+    await s.events.write([put('u', json)]);
+    const got = await s.events.get('t', 'events', 'u');
+    expect(got?.json).toBe(json);
+    expect(got?.bytes?.equals(Buffer.from(json))).toBe(true);
+  });
+
+  it('cuts a torn record off the tail at start, keeps every whole one, and goes on writing after it', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    for (let i = 0; i < 50; i++) await s.events.write([put(`e${i}`, doc(i))]);
+    await closeIt(s);
+    const file = lastSegment(dir);
+    const whole = fs.statSync(file).size;
+    // A record cut off by a crash: its header says 500 bytes, 20 made it to the disk.
+    const torn = Buffer.alloc(28);
+    torn.writeUInt32LE(500, 0);
+    fs.appendFileSync(file, torn);
+
+    const warnings: string[] = [];
+    const again = openAt(dir, { warn: (m) => warnings.push(m) });
+    expect(fs.statSync(file).size).toBe(whole);
+    expect(warnings.join()).toMatch(/torn record.*cutting off the last 28 bytes/);
+    for (let i = 0; i < 50; i++) expect((await again.events.get('t', 'events', `e${i}`))?.json).toBe(doc(i));
+    await again.events.write([put('after', doc(99))]);
+    await closeIt(again);
+    const third = openAt(dir);
+    expect((await third.events.get('t', 'events', 'after'))?.json).toBe(doc(99));
+    expect((await third.events.get('t', 'events', 'e49'))?.json).toBe(doc(49));
+  });
+
+  it('cuts off a last record whose checksum does not match (a partly written body)', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    await s.events.write([put('a', doc(1))]);
+    await s.events.write([put('b', doc(2))]);
+    await closeIt(s);
+    const file = lastSegment(dir);
+    const size = fs.statSync(file).size;
+    const bRecord = 8 + 3 + Buffer.byteLength('t|events|b|0') + Buffer.byteLength(doc(2));
+    // Clear the index so that both records are replayed, then damage the last byte of 'b'.
+    await clearIndex(dir);
+    const fd = fs.openSync(file, 'r+');
+    fs.writeSync(fd, Buffer.from([0x00]), 0, 1, size - 1);
+    fs.closeSync(fd);
+    const again = openAt(dir, { warn: () => {} });
+    expect(fs.statSync(file).size).toBe(size - bRecord);
+    expect((await again.events.get('t', 'events', 'a'))?.json).toBe(doc(1));
+    expect(await again.events.get('t', 'events', 'b')).toBeUndefined();
+  });
+
+  it('rebuilds an index that is behind the log (lost, or not yet committed at a crash), deletes included', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    for (let i = 0; i < 30; i++) await s.events.write([put(`e${i}`, doc(i)), put(`e${i}`, doc(i + 1000), 3)]);
+    await s.events.write([{ op: 'delete', tenant: 't', kind: 'events', key: 'e7' }]);
+    await s.events.write([put('e8', doc(8888), 3)]);
+    await closeIt(s);
+    await clearIndex(dir);
+
+    const again = openAt(dir);
+    for (let i = 0; i < 30; i++) {
+      if (i === 7) {
+        expect(await again.events.get('t', 'events', 'e7')).toBeUndefined();
+        expect(await again.events.get('t', 'events', 'e7', 0)).toBeUndefined();
+        continue;
+      }
+      expect((await again.events.get('t', 'events', `e${i}`, 0))?.json).toBe(doc(i));
+      expect((await again.events.get('t', 'events', `e${i}`))?.json).toBe(i === 8 ? doc(8888) : doc(i + 1000));
+    }
+  });
+
+  it('starts a new segment file when one is full, and reads and recovers across them', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 4096 });
+    const calls: Promise<void>[] = [];
+    for (let i = 0; i < 200; i++) calls.push(s.events.write([put(`e${i}`, doc(i))]));
+    await Promise.all(calls);
+    expect(segments(dir).length).toBeGreaterThan(5);
+    for (const f of segments(dir).slice(0, -1)) expect(fs.statSync(path.join(dir, 'events', f)).size).toBeLessThanOrEqual(4096);
+    for (let i = 0; i < 200; i++) expect((await s.events.get('t', 'events', `e${i}`))?.json).toBe(doc(i));
+    await closeIt(s);
+    await clearIndex(dir);
+    const again = openAt(dir, { eventSegmentBytes: 4096 });
+    for (let i = 0; i < 200; i++) expect((await again.events.get('t', 'events', `e${i}`))?.json).toBe(doc(i));
+  });
+
+  it('refuses to start on a damaged record that is not at the end of the log', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 1024 });
+    for (let i = 0; i < 40; i++) await s.events.write([put(`e${i}`, doc(i))]);
+    await closeIt(s);
+    await clearIndex(dir);
+    const first = path.join(dir, 'events', segments(dir)[0]!);
+    const fd = fs.openSync(first, 'r+');
+    fs.writeSync(fd, Buffer.from('garbage!'), 0, 8, 20);
+    fs.closeSync(fd);
+    expect(() => openEmbeddedStores(dir, { eventSegmentBytes: 1024 })).toThrow(/not at the end of the log; the log is damaged/);
+  });
+
+  it('moves the events of the LMDB event store of earlier versions into the log at the first start', async () => {
+    const dir = tmp();
+    // The layout before 2026-11-23: the documents themselves in the LMDB database `telemetry`.
+    fs.mkdirSync(path.join(dir, 'store'), { recursive: true });
+    const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
+    const telemetry = root.openDB<string, string>({ name: 'telemetry', encoding: 'string' });
+    for (let i = 0; i < 25_000; i++) telemetry.put(`t|events|e${i}|${i % 3 === 0 ? 5 : 0}`, doc(i));
+    telemetry.put('t|events|odd|key|2', doc(77_777));
+    await root.flushed;
+    await root.close();
+
+    const warnings: string[] = [];
+    const s = openAt(dir, { warn: (m) => warnings.push(m) });
+    expect(warnings).toEqual(['moved 25001 events from the LMDB event store of an earlier version into the event log']);
+    for (const i of [0, 1, 2, 3, 12_345, 24_999]) {
+      const got = await s.events.get('t', 'events', `e${i}`);
+      expect(got?.json).toBe(doc(i));
+      expect(got?.lifecycleRank).toBe(i % 3 === 0 ? 5 : 0);
+    }
+    expect((await s.events.get('t', 'events', 'odd|key', 2))?.json).toBe(doc(77_777));
+    await closeIt(s);
+    const quiet: string[] = [];
+    const again = openAt(dir, { warn: (m) => quiet.push(m) });
+    expect(quiet).toEqual([]);
+    expect((await again.events.get('t', 'events', 'e24999'))?.json).toBe(doc(24_999));
+  });
+
+  it('a closed store refuses writes and close waits for queued ones', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    const pending = s.events.write([put('last', doc(5))]);
+    await closeIt(s);
+    await pending;
+    await expect(s.events.write([put('late', doc(6))])).rejects.toThrow(/closed/);
+    const again = openAt(dir);
+    expect((await again.events.get('t', 'events', 'last'))?.json).toBe(doc(5));
+  });
+});
+
+/** Drops the event index and its checkpoint, as if none of its commits had reached the disk. */
+async function clearIndex(dir: string): Promise<void> {
+  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
+  root.openDB({ name: 'event-index', encoding: 'binary' }).clearSync();
+  root.openDB({ name: 'event-log', encoding: 'string' }).clearSync();
+  await root.close();
+}
