@@ -3,6 +3,7 @@
  * at the tail, an index behind the log), segment files, and the move of an earlier version's
  * LMDB event store into the log. The port's contract itself is test/contract/event-store.test.ts.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -187,6 +188,67 @@ describe('event log', () => {
     await expect(s.events.write([put('late', doc(6))])).rejects.toThrow(/closed/);
     const again = openAt(dir);
     expect((await again.events.get('t', 'events', 'last'))?.json).toBe(doc(5));
+  });
+});
+
+/**
+ * A small tmpfs of its own, to run out of space for real; needs root (CI runs as root here), so
+ * the test says it was skipped, and why, elsewhere.
+ */
+const canMount = (() => {
+  if (process.getuid?.() !== 0) return false;
+  const probe = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-mount-probe-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe], { stdio: 'ignore' });
+    execFileSync('umount', [probe], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    fs.rmSync(probe, { recursive: true, force: true });
+  }
+})();
+
+describe.skipIf(!canMount)('event log on a full disk (a tmpfs of 512 KB)', () => {
+  it('refuses the write that does not fit, keeps what was answered, and goes on once there is space', async () => {
+    const mnt = tmp();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', mnt]);
+    try {
+      const dir = tmp();
+      fs.mkdirSync(path.join(mnt, 'events'));
+      fs.symlinkSync(path.join(mnt, 'events'), path.join(dir, 'events'));
+      fs.writeFileSync(path.join(mnt, 'filler'), Buffer.alloc(128 * 1024));
+      const s = openAt(dir);
+      const big = (i: number) => JSON.stringify({ id: `e${i}`, text: String(i).repeat(10_000).slice(0, 10_000) });
+      const answered: number[] = [];
+      let refused: unknown;
+      for (let i = 0; i < 100 && refused === undefined; i++) {
+        try {
+          await s.events.write([put(`e${i}`, big(i))]);
+          answered.push(i);
+        } catch (e) {
+          refused = e;
+        }
+      }
+      expect(String((refused as Error)?.message)).toMatch(/ENOSPC|short write/);
+      expect(answered.length).toBeGreaterThan(10);
+      const last = answered.length; // the id of the refused write
+      expect(await s.events.get('t', 'events', `e${last}`)).toBeUndefined();
+      for (const i of answered) expect((await s.events.get('t', 'events', `e${i}`))?.json).toBe(big(i));
+
+      fs.rmSync(path.join(mnt, 'filler'));
+      await s.events.write([put('after', doc(1))]); // shorter than what the refused write left
+      await closeIt(s);
+      const warnings: string[] = [];
+      const again = openAt(dir, { warn: (m) => warnings.push(m) });
+      expect(warnings).toEqual([]); // nothing torn: the refused write was cut off at once
+      for (const i of answered) expect((await again.events.get('t', 'events', `e${i}`))?.json).toBe(big(i));
+      expect(await again.events.get('t', 'events', `e${last}`)).toBeUndefined();
+      expect((await again.events.get('t', 'events', 'after'))?.json).toBe(doc(1));
+      await closeIt(again);
+    } finally {
+      execFileSync('umount', ['-l', mnt]);
+    }
   });
 });
 
