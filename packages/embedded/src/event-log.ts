@@ -9,15 +9,15 @@
  * are written with `write(2)` and read with `pread(2)`: they stay in the kernel's page cache, not
  * in the process; only the index, ~70 bytes an event instead of ~560, is mapped.
  *
- * Durability: a `write` resolves once its records are in the log, written with O_DSYNC (on the disk
- * when the write returns).
- * Writes that arrive while a sync is under way share the next one (group commit), so under load
- * one sync answers many writes. The index is updated only after the log write, gathered over
- * 10 ms into one LMDB commit and without waiting for it (reads see the new positions at once
- * through `recent` until it commits), and it records how far into the log it has been applied
- * (the checkpoint, in the same commit order). At start the log is replayed from the checkpoint into the index, so an index that is
- * behind the log after a crash catches up, and a torn record at the tail of the log (a write cut
- * off by a crash: never acknowledged, because its sync never finished) is cut off.
+ * Durability: a `write` resolves once its records are in the log, written with O_DSYNC (on the
+ * disk when the write returns). Writes that arrive while a log write is under way share the next
+ * one (group commit), so under load one sync answers many writes. The index is updated only
+ * after the log write, gathered over 10 ms into one LMDB commit that no answer waits for (reads
+ * see the new positions at once through `recent` until it commits); it records how far into the
+ * log it has been applied (the checkpoint, committed after the entries it covers). At start the log is replayed from the
+ * checkpoint into the index, so an index behind the log after a crash catches up, and a torn
+ * record at the tail of the log (a write cut off by a crash: never answered, because its write
+ * never returned) is cut off.
  *
  * Record: u32 body length, u32 CRC-32 of the body, then the body: u8 operation (1 put, 2 delete),
  * u16 key length, the key (UTF-8), and for a put the document (UTF-8 JSON, as answered). A put's
