@@ -161,10 +161,12 @@ export class LogEventStore implements EventStore {
   private readonly recent = new Map<string, Pos>();
   private indexQueue: { k: string; pos: Pos }[] = [];
   private indexTimer: NodeJS.Timeout | undefined;
-  /** The log position up to which `indexQueue` and what went before it cover the log. */
+  /** The log position up to which `indexQueue` and what went before it cover the log (`seg:offset`). */
   private checkpoint = '';
   /** The last index batch handed to LMDB, until it is committed. */
   private indexing: Promise<void> | undefined;
+  /** Set when LMDB failed to commit index changes: the checkpoint then stays where it was. */
+  private indexFailed = false;
 
   constructor(private readonly opts: EventLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
@@ -305,9 +307,11 @@ export class LogEventStore implements EventStore {
   }
 
   /**
-   * Hands the queued index changes to LMDB, the checkpoint after them (LMDB commits in call
-   * order, so a committed checkpoint means committed entries), and once committed drops them
-   * from `recent` unless a later change replaced them there.
+   * Hands the queued index changes to LMDB and, once they are committed, drops them from
+   * `recent` (unless a later change replaced them there) and moves the checkpoint past them.
+   * Should LMDB fail to commit them, they stay in `recent` (still read from there) and the
+   * checkpoint is never moved again in this process, so that the next start replays the log
+   * from before them.
    */
   private applyIndex(): void {
     clearTimeout(this.indexTimer);
@@ -315,13 +319,28 @@ export class LogEventStore implements EventStore {
     const todo = this.indexQueue;
     if (todo.length === 0) return;
     this.indexQueue = [];
-    for (const { k, pos } of todo) void (pos.len < 0 ? this.index.remove(k) : this.index.put(k, encodePos(pos)));
-    const committed = this.meta.put(CHECKPOINT, this.checkpoint);
-    const done = committed.then(() => {
-      for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
-      if (this.indexing === done) this.indexing = undefined;
-    });
-    this.indexing = done;
+    const checkpoint = this.checkpoint;
+    // lmdb-js answers every write of one transaction with the same promise: keep one of each.
+    const commits: Promise<unknown>[] = [];
+    for (const { k, pos } of todo) {
+      const p = pos.len < 0 ? this.index.remove(k) : this.index.put(k, encodePos(pos));
+      if (p !== commits[commits.length - 1]) commits.push(p);
+    }
+    const failed = (e: unknown) => {
+      if (!this.indexFailed) this.opts.warn?.(`event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start rebuilds the index from the log`);
+      this.indexFailed = true;
+    };
+    const settled: Promise<void> = Promise.all(commits)
+      .then(() => {
+        for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
+        // Batches settle in the order they were handed over, so the checkpoint only moves forward.
+        if (!this.indexFailed) return this.meta.put(CHECKPOINT, checkpoint).then(() => undefined);
+      })
+      .catch(failed)
+      .finally(() => {
+        if (this.indexing === settled) this.indexing = undefined;
+      });
+    this.indexing = settled;
   }
 
   private fdOf(n: number): number {

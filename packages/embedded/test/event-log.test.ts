@@ -179,6 +179,28 @@ describe('event log', () => {
     expect((await again.events.get('t', 'events', 'e24999'))?.json).toBe(doc(24_999));
   });
 
+  it('when LMDB fails to commit the index, answered events stay readable and the next start indexes them from the log', async () => {
+    const dir = tmp();
+    const warnings: string[] = [];
+    const s = openAt(dir, { warn: (m) => warnings.push(m) });
+    await s.events.write([put('before', doc(1))]);
+    await new Promise((r) => setTimeout(r, 50)); // 'before' is in the index and the checkpoint after it
+    // From here on every index commit fails (a full disk under LMDB, say).
+    const index = (s.events as unknown as { index: { put: unknown } }).index;
+    const realPut = index.put;
+    index.put = () => Promise.reject(new Error('MDB_MAP_FULL'));
+    await s.events.write([put('during', doc(2))]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
+    expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
+    // Later index commits succeed again; the checkpoint must still not move past 'during'.
+    index.put = realPut;
+    await s.events.write([put('after', doc(3))]);
+    await closeIt(s);
+    const again = openAt(dir);
+    for (const [k, i] of [['before', 1], ['during', 2], ['after', 3]] as const) expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
+  });
+
   it('a closed store refuses writes and close waits for queued ones', async () => {
     const dir = tmp();
     const s = openAt(dir);
