@@ -167,6 +167,8 @@ export class LogEventStore implements EventStore {
   private indexing: Promise<void> | undefined;
   /** Set when LMDB failed to commit index changes: the checkpoint then stays where it was. */
   private indexFailed = false;
+  /** The checkpoint LMDB last committed (at start: where recovery left the index). */
+  private committedCheckpoint = '';
 
   constructor(private readonly opts: EventLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
@@ -307,11 +309,13 @@ export class LogEventStore implements EventStore {
   }
 
   /**
-   * Hands the queued index changes to LMDB and, once they are committed, drops them from
-   * `recent` (unless a later change replaced them there) and moves the checkpoint past them.
-   * Should LMDB fail to commit them, they stay in `recent` (still read from there) and the
-   * checkpoint is never moved again in this process, so that the next start replays the log
-   * from before them.
+   * Hands the queued index changes to LMDB with the checkpoint after them, in one event-loop turn
+   * and so in one LMDB transaction (lmdb-js's event-turn batching): committed together or not at
+   * all. Once committed, drops them from `recent` unless a later change replaced them there.
+   * Should a commit fail, its changes stay in `recent` (still read from there), and from then on
+   * every batch writes the checkpoint of the last committed one instead of moving it, so that
+   * the next start replays the log from before the lost changes (a later batch may already have
+   * committed a checkpoint past them: the next write puts it back).
    */
   private applyIndex(): void {
     clearTimeout(this.indexTimer);
@@ -319,24 +323,22 @@ export class LogEventStore implements EventStore {
     const todo = this.indexQueue;
     if (todo.length === 0) return;
     this.indexQueue = [];
-    const checkpoint = this.checkpoint;
-    // lmdb-js answers every write of one transaction with the same promise: keep one of each.
-    const commits: Promise<unknown>[] = [];
-    for (const { k, pos } of todo) {
-      const p = pos.len < 0 ? this.index.remove(k) : this.index.put(k, encodePos(pos));
-      if (p !== commits[commits.length - 1]) commits.push(p);
-    }
-    const failed = (e: unknown) => {
-      if (!this.indexFailed) this.opts.warn?.(`event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start rebuilds the index from the log`);
-      this.indexFailed = true;
-    };
-    const settled: Promise<void> = Promise.all(commits)
-      .then(() => {
-        for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
-        // Batches settle in the order they were handed over, so the checkpoint only moves forward.
-        if (!this.indexFailed) return this.meta.put(CHECKPOINT, checkpoint).then(() => undefined);
-      })
-      .catch(failed)
+    for (const { k, pos } of todo) void (pos.len < 0 ? this.index.remove(k) : this.index.put(k, encodePos(pos)));
+    const checkpoint = this.indexFailed ? this.committedCheckpoint : this.checkpoint;
+    const settled: Promise<void> = this.meta
+      .put(CHECKPOINT, checkpoint)
+      .then(
+        () => {
+          for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
+          this.committedCheckpoint = checkpoint;
+        },
+        (e: unknown) => {
+          if (this.indexFailed) return;
+          this.indexFailed = true;
+          this.opts.warn?.(`event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`);
+          this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
+        },
+      )
       .finally(() => {
         if (this.indexing === settled) this.indexing = undefined;
       });
@@ -399,6 +401,7 @@ export class LogEventStore implements EventStore {
       this.opts.root.transactionSync(() => this.meta.putSync(CHECKPOINT, `${this.seg}:${this.size}`));
     }
     this.migrateLegacy();
+    this.committedCheckpoint = this.checkpoint = `${this.seg}:${this.size}`;
   }
 
   /** Applies segment `n` from `from` to the index; returns where its last whole record ends. */

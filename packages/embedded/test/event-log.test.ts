@@ -185,16 +185,20 @@ describe('event log', () => {
     const s = openAt(dir, { warn: (m) => warnings.push(m) });
     await s.events.write([put('before', doc(1))]);
     await new Promise((r) => setTimeout(r, 50)); // 'before' is in the index and the checkpoint after it
-    // From here on every index commit fails (a full disk under LMDB, say).
-    const index = (s.events as unknown as { index: { put: unknown } }).index;
-    const realPut = index.put;
-    index.put = () => Promise.reject(new Error('MDB_MAP_FULL'));
+    // From here on every LMDB commit of the index fails (a full disk under LMDB, say). lmdb-js
+    // answers all writes of one transaction with one promise, so both get the same rejected one.
+    const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
+    const real = { index: store.index.put, meta: store.meta.put };
+    const failure = Promise.reject(new Error('MDB_MAP_FULL'));
+    failure.catch(() => {});
+    store.index.put = store.meta.put = () => failure;
     await s.events.write([put('during', doc(2))]);
     await new Promise((r) => setTimeout(r, 50));
     expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
     expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
     // Later index commits succeed again; the checkpoint must still not move past 'during'.
-    index.put = realPut;
+    store.index.put = real.index;
+    store.meta.put = real.meta;
     await s.events.write([put('after', doc(3))]);
     await closeIt(s);
     const again = openAt(dir);
