@@ -1,5 +1,5 @@
 /** Prometheus metrics of a process (prom-client), served at GET /metrics. */
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
@@ -32,5 +32,36 @@ export const batchSeconds = new Histogram({
   help: 'Time to apply one batch of bus messages, store commit included',
   labelNames: ['topic'] as const,
   buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  registers: [registry],
+});
+
+/** The embedded event log (otm serve): how much it holds and how it writes. */
+export const eventLogBytes = new Gauge({
+  name: 'otm_event_log_bytes',
+  help: 'Bytes in the segment files of the embedded event log (replaced and deleted events included: there is no compaction yet)',
+  registers: [registry],
+});
+
+export const eventLogWrites = new Counter({
+  name: 'otm_event_log_writes_total',
+  help: 'Durable writes to the embedded event log; each holds every event that arrived while the one before was being written',
+  registers: [registry],
+});
+
+export const eventLogRecords = new Counter({
+  name: 'otm_event_log_records_total',
+  help: 'Records (event versions and deletions) written to the embedded event log',
+  registers: [registry],
+});
+
+export const eventIndexBehind = new Gauge({
+  name: 'otm_event_index_behind',
+  help: 'Event log changes durable in the log but not yet committed to its LMDB index (read from memory until then)',
+  registers: [registry],
+});
+
+export const eventIndexFailed = new Gauge({
+  name: 'otm_event_index_failed',
+  help: '1 once a commit of the embedded event index failed in this process (the next start rebuilds it from the log)',
   registers: [registry],
 });

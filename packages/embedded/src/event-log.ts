@@ -31,7 +31,17 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Database, RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
-import { LIFECYCLES, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
+import {
+  LIFECYCLES,
+  eventIndexBehind,
+  eventIndexFailed,
+  eventLogBytes,
+  eventLogRecords,
+  eventLogWrites,
+  type DocumentWrite,
+  type EventStore,
+  type StoredDocument,
+} from '@otm/core';
 
 const SEP = '|';
 const prefixOf = (tenant: string, kind: string, key: string) => `${tenant}${SEP}${kind}${SEP}${key}${SEP}`;
@@ -284,6 +294,9 @@ export class LogEventStore implements EventStore {
     }
     this.seg = seg;
     this.size = size;
+    eventLogWrites.inc(bySeg.size);
+    eventLogBytes.inc(placed.reduce((a, x) => a + x.p.buf.length, 0));
+    eventLogRecords.inc(placed.reduce((a, x) => a + x.p.ops.length, 0));
 
     // The group is durable: readable from here on, and queued for the index.
     const queue = this.indexQueue;
@@ -304,6 +317,7 @@ export class LogEventStore implements EventStore {
       }
     }
     this.checkpoint = `${seg}:${size}`;
+    eventIndexBehind.set(this.recent.size);
     if (queue.length >= INDEX_BATCH) this.applyIndex();
     else this.indexTimer ??= setTimeout(() => this.applyIndex(), INDEX_DELAY_MS);
   }
@@ -330,11 +344,13 @@ export class LogEventStore implements EventStore {
       .then(
         () => {
           for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
+          eventIndexBehind.set(this.recent.size);
           this.committedCheckpoint = checkpoint;
         },
         (e: unknown) => {
           if (this.indexFailed) return;
           this.indexFailed = true;
+          eventIndexFailed.set(1);
           this.opts.warn?.(`event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`);
           this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
         },
@@ -401,6 +417,12 @@ export class LogEventStore implements EventStore {
       this.opts.root.transactionSync(() => this.meta.putSync(CHECKPOINT, `${this.seg}:${this.size}`));
     }
     this.migrateLegacy();
+    eventLogBytes.set(
+      fs
+        .readdirSync(this.opts.dir)
+        .filter((f) => SEGMENT_NAME.test(f))
+        .reduce((a, f) => a + fs.statSync(path.join(this.opts.dir, f)).size, 0),
+    );
     this.committedCheckpoint = this.checkpoint = `${this.seg}:${this.size}`;
   }
 

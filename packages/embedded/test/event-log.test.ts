@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { open } from 'lmdb';
-import type { DocumentWrite } from '@otm/core';
+import { registry, type DocumentWrite } from '@otm/core';
 import { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from '../src/index.js';
 
 const dirs: string[] = [];
@@ -36,6 +36,7 @@ const closeIt = async (s: EmbeddedStores) => {
 const put = (key: string, json: string, rank = 0): DocumentWrite => ({ op: 'put', tenant: 't', doc: { kind: 'events', key, lifecycleRank: rank, json } });
 const doc = (i: number) => JSON.stringify({ id: `e${i}`, eventType: 'locationUpdateEvent', name: `event ${i} é ${'x'.repeat(i % 50)}` });
 const segments = (dir: string) => fs.readdirSync(path.join(dir, 'events')).filter((f) => f.endsWith('.log')).sort();
+const value = async (metric: string) => (await registry.getSingleMetric(metric)!.get()).values[0]!.value;
 const lastSegment = (dir: string) => path.join(dir, 'events', segments(dir).at(-1)!);
 
 describe('event log', () => {
@@ -195,6 +196,7 @@ describe('event log', () => {
     await s.events.write([put('during', doc(2))]);
     await new Promise((r) => setTimeout(r, 50));
     expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
+    expect(await value('otm_event_index_failed')).toBe(1);
     expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
     // Later index commits succeed again; the checkpoint must still not move past 'during'.
     store.index.put = real.index;
@@ -203,6 +205,20 @@ describe('event log', () => {
     await closeIt(s);
     const again = openAt(dir);
     for (const [k, i] of [['before', 1], ['during', 2], ['after', 3]] as const) expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
+  });
+
+  it('says at GET /metrics how big the log is and how it writes', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    const writes = await value('otm_event_log_writes_total');
+    const records = await value('otm_event_log_records_total');
+    await Promise.all([s.events.write([put('a', doc(1)), put('b', doc(2))]), s.events.write([put('c', doc(3))])]);
+    expect(await value('otm_event_log_records_total')).toBe(records + 3);
+    expect(await value('otm_event_log_writes_total')).toBeGreaterThan(writes);
+    expect(await value('otm_event_log_bytes')).toBe(fs.statSync(lastSegment(dir)).size);
+    await closeIt(s);
+    openAt(dir);
+    expect(await value('otm_event_log_bytes')).toBe(fs.statSync(lastSegment(dir)).size);
   });
 
   it('a closed store refuses writes and close waits for queued ones', async () => {
