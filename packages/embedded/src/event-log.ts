@@ -210,7 +210,7 @@ export class LogEventStore implements EventStore {
     return undefined;
   }
 
-  /** Resolves once the events are in the log and the log is synced to disk. */
+  /** Resolves once the events are in the log, on the disk. */
   write(writes: readonly DocumentWrite[]): Promise<void> {
     if (writes.length === 0) return Promise.resolve();
     if (this.closed) return Promise.reject(new Error('event store closed'));
@@ -229,7 +229,7 @@ export class LogEventStore implements EventStore {
 
   /**
    * Writes what is queued, one group at a time: everything queued while a group was being
-   * written and synced forms the next group.
+   * written (O_DSYNC: on the disk when the write returns) forms the next group.
    */
   private async drain(): Promise<void> {
     // `running` is cleared in the same turn as the queue is found empty, so that a write made
@@ -251,7 +251,7 @@ export class LogEventStore implements EventStore {
     }
   }
 
-  /** Appends one group to the log, syncs it, then updates the index. */
+  /** Appends one group to the log (durable when this resolves), then queues its index changes. */
   private async append(group: readonly Pending[]): Promise<void> {
     // Every call's records go into one segment; a new segment starts when they would overflow it.
     const placed: { p: Pending; seg: number; off: number }[] = [];
