@@ -7,17 +7,18 @@
  * with the data (223 MB of a 352 MB peak after 400,000 events in the benchmark); and a write was
  * answered only after lmdb's commit chain (~1.1 ms of commit plus its flush). Here the documents
  * are written with `write(2)` and read with `pread(2)`: they stay in the kernel's page cache, not
- * in the process; only the index, ~70 bytes an event instead of ~560, is mapped.
+ * in the process; only the index is mapped: by estimate ~70 bytes an event (key ~50, position 12,
+ * LMDB node header 8) against ~560 before (228 MB of LMDB file for ~400,000 events).
  *
  * Durability: a `write` resolves once its records are in the log, written with O_DSYNC (on the
  * disk when the write returns). Writes that arrive while a log write is under way share the next
  * one (group commit), so under load one sync answers many writes. The index is updated only
  * after the log write, gathered over 10 ms into one LMDB commit that no answer waits for (reads
  * see the new positions at once through `recent` until it commits); it records how far into the
- * log it has been applied (the checkpoint, committed after the entries it covers). At start the log is replayed from the
- * checkpoint into the index, so an index behind the log after a crash catches up, and a torn
- * record at the tail of the log (a write cut off by a crash: never answered, because its write
- * never returned) is cut off.
+ * log it has been applied (the checkpoint, in the same LMDB transaction as the entries it
+ * covers). At start the log is replayed from the checkpoint into the index, so an index behind
+ * the log after a crash catches up, and a torn record at the tail of the log (a write cut off by
+ * a crash: never answered, because its write never returned) is cut off.
  *
  * Record: u32 body length, u32 CRC-32 of the body, then the body: u8 operation (1 put, 2 delete),
  * u16 key length, the key (UTF-8), and for a put the document (UTF-8 JSON, as answered). A put's
@@ -32,7 +33,6 @@ import zlib from 'node:zlib';
 import type { Database, RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
 import {
-  LIFECYCLES,
   eventIndexBehind,
   eventIndexFailed,
   eventLogBytes,
@@ -42,11 +42,8 @@ import {
   type EventStore,
   type StoredDocument,
 } from '@otm/core';
+import { RANKS_DOWN, SEP, prefixOf, ranksToTry } from './keys.js';
 
-const SEP = '|';
-const prefixOf = (tenant: string, kind: string, key: string) => `${tenant}${SEP}${kind}${SEP}${key}${SEP}`;
-/** Every lifecycle rank, highest (realized) first. */
-const RANKS_DOWN = Array.from({ length: LIFECYCLES.length + 1 }, (_, i) => LIFECYCLES.length - i);
 
 const HEADER = 8;
 const OP_PUT = 1;
@@ -195,7 +192,7 @@ export class LogEventStore implements EventStore {
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     const prefix = prefixOf(tenant, kind, key);
-    for (const r of lifecycleRank === undefined ? RANKS_DOWN : [lifecycleRank]) {
+    for (const r of ranksToTry(lifecycleRank)) {
       const k = prefix + r;
       let pos = this.recent.get(k);
       if (pos === undefined) {
@@ -259,10 +256,7 @@ export class LogEventStore implements EventStore {
     let seg = this.seg;
     let size = this.size;
     for (const p of group) {
-      if (size > 0 && size + p.buf.length > this.segmentBytes) {
-        seg = this.createSegment(seg + 1);
-        size = 0;
-      }
+      [seg, size] = this.roomFor(p.buf.length, seg, size);
       placed.push({ p, seg, off: size });
       const s = bySeg.get(seg) ?? { start: size, bufs: [] };
       s.bufs.push(p.buf);
@@ -359,6 +353,11 @@ export class LogEventStore implements EventStore {
         if (this.indexing === settled) this.indexing = undefined;
       });
     this.indexing = settled;
+  }
+
+  /** Where `bytes` more go: the end of segment `seg`, or a new segment if they would overflow it. */
+  private roomFor(bytes: number, seg: number, size: number): [seg: number, size: number] {
+    return size > 0 && size + bytes > this.segmentBytes ? [this.createSegment(seg + 1), 0] : [seg, size];
   }
 
   private fdOf(n: number): number {
@@ -489,10 +488,7 @@ export class LogEventStore implements EventStore {
       if (chunk.length === 0) return;
       const { buf, ops } = encodeRecords(chunk);
       chunk = [];
-      if (this.size > 0 && this.size + buf.length > this.segmentBytes) {
-        this.seg = this.createSegment(this.seg + 1);
-        this.size = 0;
-      }
+      [this.seg, this.size] = this.roomFor(buf.length, this.seg, this.size);
       const fd = this.fdOf(this.seg);
       fs.writeSync(fd, buf, 0, buf.length, this.size);
       const base = this.size;

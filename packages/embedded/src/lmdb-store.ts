@@ -23,7 +23,6 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
-  LIFECYCLES,
   decodeVersion,
   encodeVersion,
   type EntityStore,
@@ -35,29 +34,11 @@ import {
   type VersionStamp,
 } from '@otm/core';
 import { LogEventStore } from './event-log.js';
+import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 
-// ordered-binary (lmdb's key encoding) turns NUL in a string key into an array separator, so the
-// separator is '|': tenants, kinds, UUIDs and ranks never contain it, and '~' sorts after them all.
-const SEP = '|';
-const END = '~';
-const prefixOf = (tenant: string, kind: string, key: string) => `${tenant}${SEP}${kind}${SEP}${key}${SEP}`;
 const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 
 type Str = Database<string, string>;
-
-
-
-/** Every lifecycle rank, highest (realized) first. */
-const RANKS_DOWN = Array.from({ length: LIFECYCLES.length + 1 }, (_, i) => LIFECYCLES.length - i);
-
-/**
- * The ranks a read tries, in order: the one asked for, else all from the top. Reads probe them
- * with point gets: in the service, where every event-loop turn reads in a fresh read transaction,
- * that costs less than one step of a range cursor, which lmdb renews per transaction (a GET
- * measured 22 against 26 µs of CPU; a tight loop in one transaction says the opposite:
- * bench/diag/lmdb-latest-version.mjs, docs/PERFORMANCE.md).
- */
-const ranksToTry = (rank?: number): readonly number[] => (rank === undefined ? RANKS_DOWN : [rank]);
 
 /** The stored value of one document at `rank`, or of its latest (highest-ranked) version. */
 function readVersion(db: Str, prefix: string, rank?: number): { rank: number; raw: string } | undefined {
