@@ -6,6 +6,7 @@
  *   npm run bench -- --quick            smoke run, a few minutes
  *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, distributed, lag, track
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
+ *   npm run bench -- --only bulk --bulk-threads 0   OTM_BULK_THREADS for every service started (A/B runs)
  *   npm run bench:lag                   visibility lag of the distributed deployment (p50, p99)
  *   npm run bench:profile               embedded PUT scenario with the service under --cpu-prof
  *   npm run bench:profile -- --profile-scenario get-trip    (put-event, put-trip, get-trip, bulk)
@@ -26,7 +27,8 @@ import { openEmbeddedStores } from '../packages/embedded/dist/index.js';
 import { startServe, OTM_BIN, stop as stopOtm } from '../test/process.ts';
 import { startBaseline, load, request, idMaker, percentile, median, memoryOf, mappedMB, sampleMemory, judge, printTable, mkTemp, sleep, REPO, fmt } from './lib/util.mjs';
 import { summarise, printSummary } from './lib/profile-top.mjs';
-import { VEHICLES, locationBodies, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
+import { locationBodies, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
+import { bulkEndToEnd as bulkRun } from './lib/bulk.mjs';
 
 const run = promisify(execFile);
 
@@ -40,6 +42,9 @@ const option = (name, def) => {
   return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : def;
 };
 const QUICK = flag('quick');
+// Environment given to every service the bench starts, beside its own settings: for A/B runs of
+// the bulk checking threads (unset: each service's default).
+const SERVICE_ENV = option('bulk-threads') === undefined ? {} : { OTM_BULK_THREADS: option('bulk-threads') };
 const PROFILE = flag('profile');
 // Which embedded scenario runs under the profiler: put-event (default), put-trip, get-trip or bulk.
 const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
@@ -51,6 +56,7 @@ for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g
 const wanted = (g) => (only ? only.includes(g) : true);
 
 const cfg = {
+  serviceEnv: SERVICE_ENV,
   mode: QUICK ? 'quick' : 'full',
   duration: Number(option('duration', QUICK ? 5 : 20)),
   warmup: Number(option('warmup', QUICK ? 1 : 3)),
@@ -122,63 +128,8 @@ function throughputRow(scenario, target, { baseline, service }, extra = '') {
   });
 }
 
-// ---------------------------------------------------------------------------------------------
-// Bulk ingest end to end: POST batches, then poll the query API until they are all visible
-
-async function bulkEndToEnd({ writeUrl, readUrl, token, n, batch, concurrency }) {
-  const { ids, next } = locationBodies();
-  const batches = [];
-  for (let b = 0; b * batch < n; b++) {
-    const docs = [];
-    const keys = [];
-    const probes = new Map();
-    for (let i = b * batch; i < Math.min(n, (b + 1) * batch); i++) {
-      docs.push(next());
-      keys.push(ids.at(i));
-      probes.set(i % VEHICLES.length, ids.at(i)); // the last event of each vehicle (Kafka key) in the batch
-    }
-    batches.push({ body: `[${docs.join(',')}]`, docs, keys, probes: [...probes.values()] });
-  }
-  const t0 = performance.now();
-  let nextBatch = 0;
-  let accepted = 0;
-  const worker = async () => {
-    while (nextBatch < batches.length) {
-      const b = batches[nextBatch++];
-      const r = await request(`${writeUrl}/api/v5/bulk/events`, { method: 'POST', token, body: b.body });
-      if (r.status !== 200) throw new Error(`bulk answered ${r.status}: ${r.body.slice(0, 300)}`);
-      accepted += JSON.parse(r.body).accepted;
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const tAnswered = performance.now();
-  if (accepted !== n) throw new Error(`bulk accepted ${accepted} of ${n}`);
-  let pending = batches.flatMap((b) => b.probes);
-  const probeCount = pending.length;
-  const deadline = Date.now() + cfg.visibleTimeoutS * 1000;
-  while (pending.length > 0) {
-    const still = [];
-    for (let i = 0; i < pending.length; i += 32) {
-      const chunk = pending.slice(i, i + 32);
-      const res = await Promise.all(chunk.map((id) => request(`${readUrl}/api/v5/events/${id}`, { token })));
-      res.forEach((r, j) => r.status !== 200 && still.push(chunk[j]));
-    }
-    pending = still;
-    if (pending.length === 0) break;
-    if (Date.now() > deadline) break;
-    await sleep(20);
-  }
-  const tVisible = performance.now();
-  return {
-    invisible: pending.length,
-    rate: (n * 1000) / (tVisible - t0),
-    answeredRate: (n * 1000) / (tAnswered - t0),
-    seconds: (tVisible - t0) / 1000,
-    probeCount,
-    batches,
-    ids,
-  };
-}
+/** Bulk ingest end to end (bench/lib/bulk.mjs), with this run's wait for visibility. */
+const bulkEndToEnd = (o) => bulkRun({ ...o, visibleTimeoutS: cfg.visibleTimeoutS });
 
 // ---------------------------------------------------------------------------------------------
 // Groups
@@ -209,7 +160,7 @@ async function startServeProfiled(env, profDir) {
 
 async function startEmbedded(extraEnv = {}, profDir) {
   const dataDir = mkTemp('otm-bench-embedded-');
-  const env = { OTM_DATA_DIR: dataDir, OTM_TOKENS: `${EMB_TOKEN}:${TENANT}:read+write`, LOG_LEVEL: 'warn', ...extraEnv };
+  const env = { OTM_DATA_DIR: dataDir, OTM_TOKENS: `${EMB_TOKEN}:${TENANT}:read+write`, LOG_LEVEL: 'warn', ...SERVICE_ENV, ...extraEnv };
   const svc = profDir ? await startServeProfiled(env, profDir) : await startServe(env);
   return {
     svc,
@@ -484,7 +435,7 @@ async function startDistributed() {
   const { startCluster } = await import('../test/distributed/cluster.ts');
   const t0 = Date.now();
   // The cluster's default partition count (16): the Kafka mock keeps only ~5 MB per partition.
-  const cluster = await startCluster();
+  const cluster = await startCluster({ env: SERVICE_ENV });
   const ingress = cluster.processes.get('ingress').url;
   const query = cluster.processes.get('query').url;
   log(`    cluster up in ${fmt((Date.now() - t0) / 1000)} s: ingress ${ingress}, query ${query}, worker ${cluster.processes.get('worker').url}`);

@@ -2,6 +2,7 @@
  * Configuration from environment variables, read once at start, validated, frozen. A bad value
  * stops the process with a message that names the variable.
  */
+import os from 'node:os';
 import path from 'node:path';
 import { parseTokens, type TokenEntry } from './tokens.js';
 
@@ -35,6 +36,8 @@ export interface Config {
   /** Largest bulk request body, in bytes, and most documents in one. */
   readonly bulkLimit: number;
   readonly bulkMaxItems: number;
+  /** Worker threads that parse and check large bulk bodies (0: the event loop does). */
+  readonly bulkThreads: number;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -63,6 +66,7 @@ export const CONFIG_VARIABLES = {
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
   OTM_BULK_MAX_ITEMS: 'most documents in one bulk request (default 10000)',
+  OTM_BULK_THREADS: 'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
   KAFKA_SESSION_TIMEOUT_MS: 'consumer group session timeout (default 30000)',
@@ -154,6 +158,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxDepth: integer(env, 'OTM_MAX_DEPTH', 64, 8, 1000),
     bulkLimit: integer(env, 'OTM_BULK_LIMIT', 16_777_216, 1024, 1_073_741_824),
     bulkMaxItems: integer(env, 'OTM_BULK_MAX_ITEMS', 10_000, 1, 1_000_000),
+    bulkThreads: integer(env, 'OTM_BULK_THREADS', Math.min(4, Math.max(1, os.availableParallelism() - 1)), 0, 64),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

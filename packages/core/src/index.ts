@@ -11,3 +11,4 @@ export * from './metrics.js';
 export * from './semantics.js';
 export * from './depth.js';
 export * from './version-codec.js';
+export * from './json-body.js';

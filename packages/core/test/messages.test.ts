@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeMessage, encodeMessage, jsonOf, type ChangeMessage } from '../src/index.js';
+import { TextPut, decodeMessage, encodeMessage, jsonOf, type ChangeMessage } from '../src/index.js';
 
 const put = (doc: Record<string, unknown>): ChangeMessage => ({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', doc, acceptedAt: 1_700_000_000_123 });
 
@@ -27,5 +27,28 @@ describe('change messages on a text bus', () => {
     const text = '{"v":1,"op":"put","tenant":"acme","kind":"events","key":"k1","doc":{"id": "k1"},"acceptedAt":7}';
     const m = decodeMessage(text) as { doc: Record<string, unknown> };
     expect(jsonOf(m.doc)).toBe('{"id":"k1"}');
+  });
+});
+
+describe('TextPut: a put that carries its checked text', () => {
+  const doc = { id: 'k1', eventType: 'locationUpdateEvent', lifecycle: 'actual', externalAttributes: { n: [1.5, null, 'é'] } };
+  const text = JSON.stringify(doc);
+
+  it('encodes for Kafka exactly as a put of the parsed document would, without parsing it', () => {
+    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0);
+    const encoded = encodeMessage(m);
+    expect(encoded).toBe(encodeMessage({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, doc }));
+    const back = decodeMessage(encoded) as { doc: Record<string, unknown> };
+    expect(back).toEqual({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, doc });
+    expect(jsonOf(back.doc)).toBe(text);
+  });
+
+  it('parses its text once, when `doc` is read, and jsonOf gives the same text back', () => {
+    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0);
+    expect(m.doc).toEqual(doc);
+    expect(m.doc).toBe(m.doc);
+    expect(jsonOf(m.doc)).toBe(text);
+    // What a reader of PutMessage sees: the members, with doc.
+    expect({ v: m.v, op: m.op, tenant: m.tenant, kind: m.kind, key: m.key, acceptedAt: m.acceptedAt }).toEqual({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7 });
   });
 });

@@ -3,8 +3,7 @@
  * 404/405/413/415 answers, /healthz and /readyz. The ingress and query services add their routes.
  */
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { OtmServiceError, TokenVerifier, registry, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
-import { parseJsonBody } from './json-body.js';
+import { OtmServiceError, TokenVerifier, parseJsonBody, registry, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
 import { openApiDocument } from './openapi.js';
 
 declare module 'fastify' {

@@ -13,13 +13,19 @@ import {
   lifecycleRank,
   newId,
   notFound,
+  rememberText,
   storageKey,
+  TextPut,
   updateTarget,
   type Bus,
   type DocumentReader,
   type Envelope,
   type PutMessage,
 } from '@otm/core';
+import { OUTCOME, type CheckedBulk } from './bulk-check.js';
+import { checkDocument, telemetryKey, type Accepted } from './check.js';
+
+export { telemetryKey, type Accepted } from './check.js';
 
 export interface IngressDeps {
   readonly bus: Bus;
@@ -28,21 +34,6 @@ export interface IngressDeps {
   readonly now?: () => number;
 }
 
-export interface Accepted {
-  readonly key: string;
-  readonly doc: Readonly<Record<string, unknown>>;
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/**
- * Partition key of a telemetry event: its vehicle, else its sensor, else the event itself; so
- * that one vehicle's positions stay in order.
- */
-export function telemetryKey(doc: Readonly<Record<string, unknown>>, key: string): string {
-  const id = associationTarget(doc.vehicle)?.id ?? associationTarget(doc.sensor)?.id;
-  return id === undefined ? key : storageKey(id);
-}
 
 /**
  * The bus messages of a put. Entity changes go to the entity topic keyed by the entity they
@@ -55,7 +46,9 @@ export function envelopesFor(message: PutMessage, partitionKey: string = message
   if (isTelemetry(message.kind, message.doc)) {
     const out: Envelope[] = [{ topic: TOPICS.telemetry, key: telemetryKey(message.doc, message.key), message }];
     if (inlineEntities(message.kind, message.doc).some((e) => typeof e.entity.id === 'string')) {
-      out.push({ topic: TOPICS.entities, key: message.key, message: { ...message, inlineOnly: true } });
+      // Members named, not spread: a TextPut keeps `doc` on its prototype.
+      const { tenant, kind, key, doc, acceptedAt } = message;
+      out.push({ topic: TOPICS.entities, key, message: { v: 1, op: 'put', tenant, kind, key, doc, acceptedAt, inlineOnly: true } });
     }
     return out;
   }
@@ -82,8 +75,6 @@ const hasEffect = (kind: KindSegment, doc: Readonly<Record<string, unknown>>): b
 /** A checked document with its bus messages. */
 type Prepared = Accepted & { envelopes: Envelope[] };
 
-/** One item of a bulk request: a parsed document, or why its line could not be parsed. */
-export type BulkItem = { readonly doc: unknown } | { readonly error: OtmError };
 /** Per item: its id (accepted) or the model's error items (rejected). */
 export type BulkResult = { index: number; id: string; key: string } | { index: number; errors: OtmError[] };
 
@@ -96,14 +87,7 @@ export class Ingress {
 
   /** Checks a document of `kind`; returns it with its id and storage key, or throws a 400. */
   check(kind: KindSegment, body: unknown): Accepted {
-    const errors: OtmError[] = validateEntity(kind, body);
-    if (errors.length === 0 && isObject(body) && body.id === '') {
-      errors.push({ type: 'invalidField', field: 'id', message: 'must not be empty; leave it out to have one generated' });
-    }
-    if (errors.length > 0) throw invalidDocument(errors);
-    const doc = body as Record<string, unknown>;
-    const withId = typeof doc.id === 'string' ? doc : { id: newId(), ...doc };
-    return { key: storageKey(withId.id as string), doc: withId };
+    return checkDocument(kind, body);
   }
 
   /**
@@ -155,7 +139,11 @@ export class Ingress {
    * then does not wait a turn for each.
    */
   private prepareNow(tenant: string, kind: KindSegment, body: unknown): Prepared | Promise<Prepared> {
-    const accepted = this.check(kind, body);
+    return this.prepareChecked(tenant, kind, this.check(kind, body));
+  }
+
+  /** `prepareNow` of a document that passed `check`. */
+  private prepareChecked(tenant: string, kind: KindSegment, accepted: Accepted): Prepared | Promise<Prepared> {
     const messages = (partitionKey: string): Prepared => {
       const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };
       return { key: accepted.key, doc: accepted.doc, envelopes: envelopesFor(message, partitionKey) };
@@ -170,27 +158,36 @@ export class Ingress {
   }
 
   /**
-   * Many documents of one kind at once: each is checked like a single PUT; the valid ones are
-   * published together (one bus publish) and answered once the bus acknowledged them all. With
-   * `atomic`, one invalid document means none is accepted.
+   * The documents of a checked bulk body (bulk-check.ts), published together (one bus publish)
+   * and answered once the bus acknowledged them all; each rejected one gets its error items. With
+   * `atomic`, one invalid document means none is accepted. Telemetry goes to the bus as its
+   * checked text (TextPut), not parsed again here; other documents are parsed from their text, and
+   * update and association events are checked against stored state as a single PUT's are.
    */
-  async bulk(tenant: string, kind: KindSegment, items: readonly BulkItem[], atomic: boolean): Promise<BulkResult[]> {
+  async bulk(tenant: string, kind: KindSegment, checked: CheckedBulk, atomic: boolean): Promise<BulkResult[]> {
     const results: BulkResult[] = [];
     const envelopes: Envelope[] = [];
-    for (const [index, item] of items.entries()) {
-      if ('error' in item) {
-        results.push({ index, errors: [item.error] });
-        continue;
-      }
-      try {
-        const now = this.prepareNow(tenant, kind, item.doc);
-        const p = now instanceof Promise ? await now : now;
-        results.push({ index, id: p.doc.id as string, key: p.key });
-        envelopes.push(...p.envelopes);
-      } catch (e) {
-        if (e instanceof OtmServiceError && e.status === 400) results.push({ index, errors: e.items as OtmError[] });
-        else throw e;
-      }
+    const errors = new Map(checked.rejected);
+    const { outcome, ids, keys, texts } = checked;
+    for (let index = 0; index < checked.count; index++) {
+      const kept = outcome[index];
+      if (kept === OUTCOME.telemetry) {
+        const message = new TextPut(tenant, kind, keys[index]!, this.now(), texts[index]!, checked.ranks[index]!, checked.modified[index]!);
+        envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
+        results.push({ index, id: ids[index]!, key: keys[index]! });
+      } else if (kept === OUTCOME.other) {
+        try {
+          const doc = JSON.parse(texts[index]!) as Record<string, unknown>;
+          rememberText(doc, texts[index]!);
+          const now = this.prepareChecked(tenant, kind, { key: keys[index]!, doc });
+          const p = now instanceof Promise ? await now : now;
+          results.push({ index, id: ids[index]!, key: p.key });
+          envelopes.push(...p.envelopes);
+        } catch (e) {
+          if (e instanceof OtmServiceError && e.status === 400) results.push({ index, errors: e.items as OtmError[] });
+          else throw e;
+        }
+      } else results.push({ index, errors: errors.get(index) ?? [] });
     }
     const rejected = results.some((r) => 'errors' in r);
     if (atomic && rejected) {

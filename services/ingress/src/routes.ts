@@ -1,36 +1,23 @@
 import type { FastifyInstance } from 'fastify';
-import { OtmServiceError, exceedsDepthOf, invalidDocument, jsonOf } from '@otm/core';
+import { invalidDocument, jsonOf } from '@otm/core';
 import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
-import type { BulkItem, Ingress } from './ingress.js';
+import { refusal, type BulkFormat } from './bulk-check.js';
+import type { BulkChecker } from './bulk-checker.js';
+import type { Ingress } from './ingress.js';
 
 export interface IngressRouteOptions {
   /** Largest bulk body (bytes) and most documents in one bulk request. */
   readonly bulkLimit: number;
   readonly bulkMaxItems: number;
   readonly maxDepth: number;
+  /** Where bulk bodies are parsed and checked (the event loop, or worker threads). */
+  readonly bulkChecker: BulkChecker;
 }
 
-/** The documents of a bulk body: a JSON array, or NDJSON (one document per line, blank lines skipped). */
-function bulkItems(body: unknown, maxDepth: number): BulkItem[] {
-  if (Array.isArray(body)) return body.map((doc) => ({ doc }));
-  if (typeof body === 'object' && body !== null && typeof (body as { ndjson?: unknown }).ndjson === 'string') {
-    const items: BulkItem[] = [];
-    for (const line of (body as { ndjson: string }).ndjson.split('\n')) {
-      if (line.trim() === '') continue;
-      try {
-        const doc: unknown = JSON.parse(line);
-        items.push(
-          exceedsDepthOf(doc, maxDepth)
-            ? { error: { type: 'invalidJson', message: `the document nests objects and arrays deeper than ${maxDepth} levels` } }
-            : { doc },
-        );
-      } catch (e) {
-        items.push({ error: { type: 'invalidJson', message: `the line is not valid JSON: ${(e as Error).message}` } });
-      }
-    }
-    return items;
-  }
-  throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
+/** A bulk body as it came: parsed and checked by the BulkChecker, not by the content-type parser. */
+interface RawBulkBody {
+  readonly format: BulkFormat;
+  readonly body: Buffer;
 }
 
 interface KindParams {
@@ -45,25 +32,36 @@ interface EntityParams extends KindParams {
  * `POST /api/v5/bulk/<kind>[?atomic=true]`.
  */
 export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, opts: IngressRouteOptions): void {
-  app.post<{ Params: KindParams }>('/api/v5/bulk/:kind', { config: { scope: 'write' }, bodyLimit: opts.bulkLimit }, async (req, reply) => {
-    const kind = kindParam(req.params.kind, req.url, req.method);
-    const q = onlyQuery(req.query, ['atomic']);
-    if (q.atomic !== undefined && q.atomic !== 'true' && q.atomic !== 'false') {
-      throw invalidDocument([{ type: 'invalidField', field: 'atomic', message: 'must be true or false' }]);
-    }
-    const items = bulkItems(req.body, opts.maxDepth);
-    if (items.length > opts.bulkMaxItems) {
-      throw new OtmServiceError('payloadTooLarge', 413, 'too many documents', {
-        items: [{ type: 'payloadTooLarge', message: `a bulk request holds at most ${opts.bulkMaxItems} documents, got ${items.length}` }],
-      });
-    }
-    const results = await ingress.bulk(req.principal!.tenant, kind, items, q.atomic === 'true');
-    const rejected = results.filter((r) => 'errors' in r).length;
-    return reply.code(200).send({
-      accepted: results.length - rejected,
-      rejected,
-      items: results.map((r) => ('errors' in r ? { index: r.index, errors: r.errors } : { index: r.index, id: r.id })),
-    });
+  // The bulk route in a scope of its own, whose content-type parsers keep the body as bytes: the
+  // BulkChecker parses it, on a worker thread when it is large.
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    const raw = (format: BulkFormat) => (_req: unknown, body: Buffer, done: (err: Error | null, body?: RawBulkBody) => void) =>
+      done(null, { format, body });
+    scope.addContentTypeParser(/^application\/([a-z0-9.-]+\+)?json$/i, { parseAs: 'buffer' }, raw('json'));
+    scope.addContentTypeParser(/^application\/(x-)?ndjson$/i, { parseAs: 'buffer' }, raw('ndjson'));
+
+    scope.post<{ Params: KindParams; Body: RawBulkBody | undefined }>(
+      '/api/v5/bulk/:kind',
+      { config: { scope: 'write' }, bodyLimit: opts.bulkLimit },
+      async (req, reply) => {
+        const kind = kindParam(req.params.kind, req.url, req.method);
+        const q = onlyQuery(req.query, ['atomic']);
+        if (q.atomic !== undefined && q.atomic !== 'true' && q.atomic !== 'false') {
+          throw invalidDocument([{ type: 'invalidField', field: 'atomic', message: 'must be true or false' }]);
+        }
+        const { format, body } = req.body ?? { format: 'json', body: Buffer.alloc(0) };
+        const checked = await opts.bulkChecker.check({ body, format, kind, maxDepth: opts.maxDepth, maxItems: opts.bulkMaxItems });
+        if (!checked.ok) throw refusal(checked);
+        const results = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
+        const rejected = results.filter((r) => 'errors' in r).length;
+        return reply.code(200).send({
+          accepted: results.length - rejected,
+          rejected,
+          items: results.map((r) => ('errors' in r ? { index: r.index, errors: r.errors } : { index: r.index, id: r.id })),
+        });
+      },
+    );
   });
 
   app.put<{ Params: KindParams }>('/api/v5/:kind', { config: { scope: 'write' } }, async (req, reply) => {

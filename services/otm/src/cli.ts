@@ -69,6 +69,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     maxDepth: config.maxDepth,
     bulkLimit: config.bulkLimit,
     bulkMaxItems: config.bulkMaxItems,
+    bulkThreads: config.bulkThreads,
     telemetry,
   });
   const address = await service.app.listen({ port: config.port, host: config.host });

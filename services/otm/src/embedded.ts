@@ -10,7 +10,11 @@ import { ALL_ROLES, createService, type Service } from './service.js';
 export type EmbeddedService = Service;
 
 export async function createEmbeddedService(
-  config: Pick<Config, 'dataDir' | 'bodyLimit' | 'maxDepth'>,
+  config: Pick<Config, 'dataDir' | 'bodyLimit' | 'maxDepth'> & {
+    /** Threads that check bulk bodies (default 0: the event loop), and the smallest body they get. */
+    readonly bulkThreads?: number;
+    readonly bulkThreadMinBytes?: number;
+  },
   tokens: readonly TokenEntry[],
   logger: Logger,
 ): Promise<EmbeddedService> {
@@ -18,5 +22,12 @@ export async function createEmbeddedService(
     { dataDir: config.dataDir, bus: 'memory', kafkaBrokers: [], entityStore: 'embedded', redisUrl: undefined, eventStore: 'embedded', clickhouseUrl: undefined },
     logger,
   );
-  return createService(ALL_ROLES, adapters, { tokens, logger, bodyLimit: config.bodyLimit, maxDepth: config.maxDepth });
+  return createService(ALL_ROLES, adapters, {
+    tokens,
+    logger,
+    bodyLimit: config.bodyLimit,
+    maxDepth: config.maxDepth,
+    bulkThreads: config.bulkThreads,
+    bulkThreadMinBytes: config.bulkThreadMinBytes,
+  });
 }

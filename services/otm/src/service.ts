@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { precompile } from '@otm/model';
 import { TOPICS, TokenVerifier, type Logger, type Subscription, type TokenEntry } from '@otm/core';
 import { createHttpApp, methodNotAllowed } from '@otm/http';
-import { Ingress, registerIngressRoutes } from '@otm/ingress';
+import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
 import { Query, registerQueryRoutes } from '@otm/query';
 import { entityWorker, telemetryWorker, type TelemetryBatching } from '@otm/worker';
 import type { Adapters } from './adapters.js';
@@ -46,6 +46,10 @@ export async function createService(
     maxDepth: number;
     bulkLimit?: number;
     bulkMaxItems?: number;
+    /** Worker threads that check large bulk bodies (default 0: the event loop checks them). */
+    bulkThreads?: number;
+    /** Smallest bulk body (bytes) those threads get (default 64 KiB; smaller ones: the event loop). */
+    bulkThreadMinBytes?: number;
     /** How the telemetry worker gathers events into store writes, and how many partitions it takes at once. */
     telemetry?: TelemetryBatching & { concurrency?: number };
   },
@@ -82,11 +86,13 @@ export async function createService(
       return checks;
     },
   });
+  const bulkChecker = roles.ingress ? new BulkChecker({ threads: opts.bulkThreads ?? 0, minBytes: opts.bulkThreadMinBytes }) : undefined;
   if (roles.ingress) {
     registerIngressRoutes(app, new Ingress({ bus, readers: { entities, events } }), {
       bulkLimit: opts.bulkLimit ?? 16_777_216,
       bulkMaxItems: opts.bulkMaxItems ?? 10_000,
       maxDepth: opts.maxDepth,
+      bulkChecker: bulkChecker!,
     });
   }
   if (roles.query) registerQueryRoutes(app, new Query({ entities, events }));
@@ -103,6 +109,7 @@ export async function createService(
       if (closed) return;
       closed = true;
       await app.close();
+      await bulkChecker?.close();
       for (const s of subscriptions) await s.close();
       await adapters.close();
     },

@@ -1,11 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auth, startService, type TestService } from './helpers.js';
 
-let svc: TestService;
-beforeAll(async () => {
-  svc = await startService();
-});
-afterAll(async () => svc.close());
 
 const location = (i: number) => ({
   eventType: 'locationUpdateEvent',
@@ -13,11 +8,22 @@ const location = (i: number) => ({
   lifecycle: 'actual',
   geoReference: { type: 'latLonPointGeoReference', lat: 52 + i / 1000, lon: 5 },
 });
-const post = (url: string, payload: string, type = 'application/json') =>
-  svc.app.inject({ method: 'POST', url, headers: { ...auth(), 'content-type': type }, payload });
-const get = (url: string) => svc.app.inject({ method: 'GET', url, headers: auth() });
 
-describe('POST /api/v5/bulk/<kind>', () => {
+// The same suite with bodies checked on the event loop and on a worker thread (every body, however
+// small): both must answer the same. A thread runs the compiled module (`npm test` builds first).
+describe.each([
+  { where: 'on the event loop', bulkThreads: 0 },
+  { where: 'on a worker thread', bulkThreads: 1, bulkThreadMinBytes: 0 },
+])('POST /api/v5/bulk/<kind>, bodies checked $where', (mode) => {
+  let svc: TestService;
+  beforeAll(async () => {
+    svc = await startService(mode);
+  });
+  afterAll(async () => svc.close());
+  const post = (url: string, payload: string | Buffer, type = 'application/json') =>
+    svc.app.inject({ method: 'POST', url, headers: { ...auth(), 'content-type': type }, payload });
+  const get = (url: string) => svc.app.inject({ method: 'GET', url, headers: auth() });
+
   it('takes a JSON array: each valid item stored, each invalid one reported by index', async () => {
     const bad = { ...location(2), geoReference: { type: 'latLonPointGeoReference', lat: 'north', lon: 5 } };
     const res = await post('/api/v5/bulk/events', JSON.stringify([location(1), bad, { ...location(3), id: undefined }]));
@@ -69,5 +75,62 @@ describe('POST /api/v5/bulk/<kind>', () => {
     expect((await post('/api/v5/bulk/spaceships', '[]')).statusCode).toBe(404);
     const readOnly = await svc.app.inject({ method: 'POST', url: '/api/v5/bulk/events', headers: { authorization: 'Bearer reader-token-acme', 'content-type': 'application/json' }, payload: '[]' });
     expect(readOnly.statusCode).toBe(403);
+  });
+
+  it('stores each event as the text it was checked as, with a generated id where it had none', async () => {
+    const withoutId = ({ id: _, ...rest }: Record<string, unknown>) => rest;
+    const docs: Array<Record<string, unknown>> = Array.from({ length: 300 }, (_, i) => (i % 2 === 0 ? location(1000 + i) : withoutId(location(1000 + i))));
+    const res = await post('/api/v5/bulk/events', JSON.stringify(docs));
+    expect(res.json()).toMatchObject({ accepted: 300, rejected: 0 });
+    const items = res.json().items as Array<{ index: number; id: string }>;
+    expect(new Set(items.map((i) => i.id)).size).toBe(300);
+    for (const i of [0, 1, 150, 299]) {
+      const got = await get(`/api/v5/events/${items[i]!.id}`);
+      expect(got.statusCode).toBe(200);
+      // The answer is the stored text: the id first when it was generated, as a single PUT stores it.
+      expect(got.body).toBe(JSON.stringify(docs[i]!.id === undefined ? { id: items[i]!.id, ...docs[i] } : docs[i]));
+    }
+  });
+
+  it('keeps entities held inline by an event, and checks association events against stored state', async () => {
+    const vid = '5d000000-0000-4000-8000-000000000001';
+    const sid = '5d000000-0000-4000-8000-000000000002';
+    const tid = '5d000000-0000-4000-8000-000000000003';
+    const withVehicle = { ...location(40), vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: vid, licensePlate: 'BULK-1' } } };
+    expect((await post('/api/v5/bulk/sensors', JSON.stringify([{ entityType: 'sensor', id: sid }]))).json().accepted).toBe(1);
+    expect((await post('/api/v5/bulk/trips', JSON.stringify([{ entityType: 'trip', id: tid }]))).json().accepted).toBe(1);
+    const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+    const noHolder = { eventType: 'associationCreatedEvent', id: '5d000000-0000-4000-8000-000000000004', lifecycle: 'actual', entity1: ref('sensor', sid), entity2: ref('trip', tid) };
+    const res = await post('/api/v5/bulk/events', JSON.stringify([withVehicle, noHolder, location(41)]));
+    expect(res.json().items).toEqual([
+      { index: 0, id: location(40).id },
+      { index: 1, errors: [expect.objectContaining({ type: 'invalidField', field: 'entity2' })] },
+      { index: 2, id: location(41).id },
+    ]);
+    expect((await get(`/api/v5/vehicles/${vid}`)).json()).toEqual({ entityType: 'vehicle', id: vid, licensePlate: 'BULK-1' });
+    expect((await get(`/api/v5/events/${location(40).id}`)).json()).toEqual(withVehicle);
+    expect((await get(`/api/v5/events/${noHolder.id}`)).statusCode).toBe(404);
+  });
+
+  it('refuses an empty body, a body that is not UTF-8, and one nested too deep, storing nothing', async () => {
+    const empty = await post('/api/v5/bulk/events', '');
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json()[0].type).toBe('invalidJson');
+    const notUtf8 = Buffer.concat([Buffer.from(`[${JSON.stringify(location(50))},{"id":"`), Buffer.from([0xff, 0xfe]), Buffer.from('"}]')]);
+    const bad = await post('/api/v5/bulk/events', notUtf8);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toEqual([expect.objectContaining({ type: 'invalidJson', message: expect.stringContaining('UTF-8') })]);
+    expect((await get(`/api/v5/events/${location(50).id}`)).statusCode).toBe(404);
+    let deep: unknown = 1;
+    for (let i = 0; i < 70; i++) deep = [deep];
+    const tooDeep = await post('/api/v5/bulk/events', JSON.stringify([location(51), deep]));
+    expect(tooDeep.statusCode).toBe(400);
+    expect((await get(`/api/v5/events/${location(51).id}`)).statusCode).toBe(404);
+    // In NDJSON the line that nests too deep is refused on its own.
+    const lines = `${JSON.stringify(location(52))}\n${JSON.stringify(deep)}\n`;
+    expect((await post('/api/v5/bulk/events', lines, 'application/x-ndjson')).json().items).toEqual([
+      { index: 0, id: location(52).id },
+      { index: 1, errors: [expect.objectContaining({ type: 'invalidJson', message: expect.stringContaining('deeper') })] },
+    ]);
   });
 });

@@ -21,14 +21,22 @@ export const target = (): 'embedded' | 'distributed' =>
   (globalThis as { __OTM_TEST_TARGET__?: 'distributed' }).__OTM_TEST_TARGET__ ?? 'embedded';
 
 /** An embedded service on a fresh data folder, for `app.inject`; or the distributed deployment. */
-export async function startService(opts: { bodyLimit?: number; maxDepth?: number } = {}): Promise<TestService> {
+export async function startService(
+  opts: { bodyLimit?: number; maxDepth?: number; bulkThreads?: number; bulkThreadMinBytes?: number } = {},
+): Promise<TestService> {
   if (target() === 'distributed') {
     const { startDistributedService } = await import('../../../test/distributed/inject.js');
     return startDistributedService(opts);
   }
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-test-'));
   const svc = await createEmbeddedService(
-    { dataDir, bodyLimit: opts.bodyLimit ?? 1_048_576, maxDepth: opts.maxDepth ?? 64 },
+    {
+      dataDir,
+      bodyLimit: opts.bodyLimit ?? 1_048_576,
+      maxDepth: opts.maxDepth ?? 64,
+      bulkThreads: opts.bulkThreads,
+      bulkThreadMinBytes: opts.bulkThreadMinBytes,
+    },
     parseTokens(TOKENS),
     createLogger('silent'),
   );

@@ -4,7 +4,8 @@
  * member (it never sets a prototype); validation then rejects such members outside
  * `externalAttributes`.
  */
-import { exceedsDepthOf as exceedsDepth, invalidDocument } from '@otm/core';
+import { exceedsDepthOf as exceedsDepth } from './depth.js';
+import { invalidDocument } from './errors.js';
 
 export function parseJsonBody(text: string, maxDepth: number): unknown {
   if (text.trim() === '') {

@@ -1,0 +1,68 @@
+/**
+ * Embedded bulk ingest with bulk bodies checked on the event loop (OTM_BULK_THREADS=0) and on
+ * worker threads (1, 2): the bench's bulk scenario (200,000 location events in JSON arrays of
+ * 5,000, 2 requests in flight, then every vehicle's last event of every batch polled by GET) run
+ * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
+ * and answered, and the CPU the service's main thread and its other threads used.
+ *
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2]
+ *
+ * Loopback only.
+ */
+import fs from 'node:fs';
+import { startServe, stop } from '../../test/process.ts';
+import { bulkEndToEnd } from '../lib/bulk.mjs';
+import { cpuSeconds } from '../lib/proc.mjs';
+import { fmt, mkTemp } from '../lib/util.mjs';
+
+const ROUNDS = Number(process.argv[2] ?? 2);
+const EVENTS = Number(process.argv[3] ?? 200_000);
+const SETTINGS = (process.argv[4] ?? '0,1,2').split(',').map(Number);
+const TOKEN = 'bulk-threads-diag-token';
+
+/** CPU seconds of the process's main thread, and of all its threads together. */
+function cpu(pid) {
+  let all = 0;
+  let main = 0;
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const { user, sys } = cpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      all += user + sys;
+      if (tid === String(pid)) main = user + sys;
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return { main, all };
+}
+
+const results = new Map(SETTINGS.map((s) => [s, []]));
+for (let round = 1; round <= ROUNDS; round++) {
+  for (const threads of SETTINGS) {
+    const dataDir = mkTemp('otm-diag-bulk-threads-');
+    const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write`, LOG_LEVEL: 'warn', OTM_BULK_THREADS: String(threads) });
+    try {
+      const before = cpu(svc.child.pid);
+      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: 2, visibleTimeoutS: 120 });
+      const after = cpu(svc.child.pid);
+      if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
+      const perEvent = (s) => (s * 1e6) / EVENTS;
+      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all) };
+      results.get(threads).push(row);
+      console.log(
+        `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
+          `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs`,
+      );
+    } finally {
+      await stop(svc);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+}
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const base = median(results.get(SETTINGS[0]).map((r) => r.visible));
+console.log(`\nmedian events/s visible (ratio to OTM_BULK_THREADS=${SETTINGS[0]}, same run):`);
+for (const [threads, rows] of results) {
+  const m = median(rows.map((r) => r.visible));
+  console.log(`  OTM_BULK_THREADS=${threads}: ${fmt(m)} (${(m / base).toFixed(2)}); main thread ${median(rows.map((r) => r.mainUs)).toFixed(1)} µs an event, whole service ${median(rows.map((r) => r.allUs)).toFixed(1)} µs`);
+}

@@ -1,0 +1,158 @@
+/**
+ * Checking a bulk body: parse it, check each document as a single PUT would, and encode each
+ * accepted one as the text that will be stored. It reads no store and publishes nothing, so it can
+ * run on a worker thread (bulk-checker.ts sends large bodies there) as well as on the event loop,
+ * with the same result. Its answer is built to cross threads cheaply: flat arrays, one entry per
+ * item, no parsed documents.
+ */
+import type { KindSegment, OtmError } from '@otm/model';
+import { OtmServiceError, exceedsDepthOf, invalidDocument, lifecycleRank, modifiedOf, parseJsonBody, type ErrorCode, type ErrorItem } from '@otm/core';
+import { checkDocument, isPlainTelemetry, telemetryKey } from './check.js';
+
+export type BulkFormat = 'json' | 'ndjson';
+
+export interface BulkCheckTask {
+  /** The request body as received (UTF-8), or as text. */
+  readonly body: Uint8Array | string;
+  /** A JSON array of documents, or NDJSON (one document per line, blank lines skipped). */
+  readonly format: BulkFormat;
+  readonly kind: KindSegment;
+  readonly maxDepth: number;
+  /** Most documents in one request: more is a 413 and nothing is checked. */
+  readonly maxItems: number;
+}
+
+/** What became of one item. */
+export const OUTCOME = {
+  /** Not a valid document: see `rejected`. */
+  rejected: 0,
+  /** Telemetry with no entity inline: goes to the event store as its text. */
+  telemetry: 1,
+  /** Anything else valid (entities, actions, other events): the ingress finishes it from its text. */
+  other: 2,
+} as const;
+
+export interface CheckedBulk {
+  readonly ok: true;
+  readonly count: number;
+  /** Per item, an OUTCOME value. */
+  readonly outcome: Uint8Array;
+  /** The error items of each rejected item, as [index, items]. */
+  readonly rejected: Array<[number, OtmError[]]>;
+  /** Per item ('' for a rejected one): its id, its storage key, its JSON text with the id. */
+  readonly ids: string[];
+  readonly keys: string[];
+  readonly texts: string[];
+  /** Per telemetry item ('' and 0 for others): partition key (vehicle or sensor), lifecycle rank, last modified (ms). */
+  readonly partitions: string[];
+  readonly ranks: Uint8Array;
+  readonly modified: Float64Array;
+}
+
+/** The whole request refused (its body is not a bulk body, or holds too many documents). */
+export interface RefusedBulk {
+  readonly ok: false;
+  readonly status: number;
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly items: ErrorItem[];
+}
+
+/** The refusal as the error the HTTP layer answers with. */
+export const refusal = (r: RefusedBulk): OtmServiceError => new OtmServiceError(r.code, r.status, r.message, { items: r.items });
+
+type Item = { readonly doc: unknown } | { readonly error: OtmError };
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function textOf(body: Uint8Array | string): string {
+  if (typeof body === 'string') return body;
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw invalidDocument([{ type: 'invalidJson', message: 'the body is not valid UTF-8' }]);
+  }
+}
+
+function itemsOf(task: BulkCheckTask): Item[] {
+  const text = textOf(task.body);
+  if (task.format === 'json') {
+    const body = parseJsonBody(text, task.maxDepth);
+    if (Array.isArray(body)) return body.map((doc: unknown) => ({ doc }));
+    throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
+  }
+  const items: Item[] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      const doc: unknown = JSON.parse(line);
+      items.push(
+        exceedsDepthOf(doc, task.maxDepth)
+          ? { error: { type: 'invalidJson', message: `the document nests objects and arrays deeper than ${task.maxDepth} levels` } }
+          : { doc },
+      );
+    } catch (e) {
+      items.push({ error: { type: 'invalidJson', message: `the line is not valid JSON: ${(e as Error).message}` } });
+    }
+  }
+  return items;
+}
+
+const refused = (e: OtmServiceError): RefusedBulk => ({
+  ok: false,
+  status: e.status,
+  code: e.code,
+  message: e.message,
+  items: e.items,
+});
+
+/** Checks every document of a bulk body. Never throws for bad input: a refusal is an answer. */
+export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
+  let items: Item[];
+  try {
+    items = itemsOf(task);
+  } catch (e) {
+    if (e instanceof OtmServiceError) return refused(e);
+    throw e;
+  }
+  const count = items.length;
+  if (count > task.maxItems) {
+    return refused(
+      new OtmServiceError('payloadTooLarge', 413, 'too many documents', {
+        items: [{ type: 'payloadTooLarge', message: `a bulk request holds at most ${task.maxItems} documents, got ${count}` }],
+      }),
+    );
+  }
+  const outcome = new Uint8Array(count);
+  const ranks = new Uint8Array(count);
+  const modified = new Float64Array(count);
+  const rejected: Array<[number, OtmError[]]> = [];
+  const ids: string[] = new Array<string>(count);
+  const keys: string[] = new Array<string>(count);
+  const texts: string[] = new Array<string>(count);
+  const partitions: string[] = new Array<string>(count);
+  for (let i = 0; i < count; i++) {
+    const item = items[i]!;
+    ids[i] = keys[i] = texts[i] = partitions[i] = '';
+    if ('error' in item) {
+      rejected.push([i, [item.error]]);
+      continue;
+    }
+    try {
+      const { key, doc } = checkDocument(task.kind, item.doc);
+      ids[i] = doc.id as string;
+      keys[i] = key;
+      texts[i] = JSON.stringify(doc);
+      if (isPlainTelemetry(task.kind, doc)) {
+        outcome[i] = OUTCOME.telemetry;
+        partitions[i] = telemetryKey(doc, key);
+        ranks[i] = lifecycleRank(doc.lifecycle);
+        modified[i] = modifiedOf(doc);
+      } else outcome[i] = OUTCOME.other;
+    } catch (e) {
+      if (e instanceof OtmServiceError && e.status === 400) rejected.push([i, e.items as OtmError[]]);
+      else throw e;
+    }
+  }
+  return { ok: true, count, outcome, rejected, ids, keys, texts, partitions, ranks, modified };
+}

@@ -1,0 +1,73 @@
+/**
+ * The bulk checker: a body checked on a worker thread gives the same answer as one checked on the
+ * event loop; a body that owns its memory is moved to the thread, one that shares it is copied.
+ * The thread runs the compiled module: `npm test` builds before it runs the tests.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { BulkChecker, OUTCOME, checkBulk, type BulkCheckTask, type CheckedBulk } from '../src/index.js';
+
+const location = (i: number, extra: Record<string, unknown> = {}) => ({
+  eventType: 'locationUpdateEvent',
+  id: `6b000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+  lifecycle: 'actual',
+  lastModified: '2026-11-23T10:00:00Z',
+  geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 5 },
+  vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: '6c000000-0000-4000-8000-000000000001' },
+  ...extra,
+});
+
+const items = [
+  location(1),
+  { ...location(2), geoReference: { type: 'latLonPointGeoReference', lat: 'north', lon: 5 } },
+  location(3, { vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: '6c000000-0000-4000-8000-000000000002' } } }),
+  { eventType: 'updateEvent', id: '6b000000-0000-4000-8000-000000000004', lifecycle: 'actual', entity: { entityType: 'vehicle', id: '6c000000-0000-4000-8000-000000000001', licensePlate: 'X' } },
+];
+const task = (body: Uint8Array | string, over: Partial<BulkCheckTask> = {}): BulkCheckTask => ({ body, format: 'json', kind: 'events', maxDepth: 64, maxItems: 100, ...over });
+
+describe('checkBulk', () => {
+  it('sorts items into telemetry (kept as text), others, and rejected ones with their errors', () => {
+    const r = checkBulk(task(JSON.stringify(items))) as CheckedBulk;
+    expect(r.ok).toBe(true);
+    expect([...r.outcome]).toEqual([OUTCOME.telemetry, OUTCOME.rejected, OUTCOME.other, OUTCOME.other]);
+    expect(r.texts[0]).toBe(JSON.stringify(items[0]));
+    expect(r.partitions[0]).toBe('6c000000-0000-4000-8000-000000000001');
+    expect(r.ranks[0]).toBe(4); // actual
+    expect(r.modified[0]).toBe(Date.parse('2026-11-23T10:00:00Z'));
+    expect(r.rejected).toEqual([[1, [expect.objectContaining({ type: 'invalidField', field: 'geoReference.lat' })]]]);
+    expect(r.ids).toEqual([items[0]!.id, '', items[2]!.id, items[3]!.id]);
+  });
+
+  it('refuses a body that is not an array, and too many documents, with the error to answer', () => {
+    expect(checkBulk(task('{}'))).toMatchObject({ ok: false, status: 400, code: 'invalidDocument', items: [{ type: 'invalidJson' }] });
+    expect(checkBulk(task('[{},{},{}]', { maxItems: 2 }))).toMatchObject({ ok: false, status: 413, items: [{ type: 'payloadTooLarge' }] });
+  });
+});
+
+describe('BulkChecker on a worker thread', () => {
+  const checker = new BulkChecker({ threads: 1, minBytes: 0 });
+  afterAll(() => checker.close());
+
+  it('answers what checkBulk answers on the event loop', async () => {
+    const text = JSON.stringify(items);
+    expect(checker.threads).toBe(1);
+    expect(await checker.check(task(text))).toEqual(checkBulk(task(text)));
+    expect(await checker.check(task(`${JSON.stringify(items[0])}\n\nnot json\n`, { format: 'ndjson' }))).toEqual(
+      checkBulk(task(`${JSON.stringify(items[0])}\n\nnot json\n`, { format: 'ndjson' })),
+    );
+    expect(await checker.check(task('[{},{},{}]', { maxItems: 2 }))).toMatchObject({ ok: false, status: 413 });
+  });
+
+  it('moves a body that owns its memory to the thread, and copies one that shares it', async () => {
+    const text = JSON.stringify(Array.from({ length: 50 }, (_, i) => location(100 + i)));
+    const owned = Buffer.from(new TextEncoder().encode(text).buffer);
+    expect(owned.byteOffset).toBe(0);
+    const r = (await checker.check(task(owned))) as CheckedBulk;
+    expect(r.count).toBe(50);
+    expect(owned.byteLength).toBe(0); // moved: detached here
+
+    const shared = Buffer.from('[]'); // a slice of Node's shared pool
+    expect(shared.byteLength).toBeLessThan(shared.buffer.byteLength);
+    expect(await checker.check(task(shared))).toMatchObject({ ok: true, count: 0 });
+    expect(shared.toString()).toBe('[]');
+  });
+});
