@@ -38,7 +38,7 @@ export const batchSeconds = new Histogram({
 /** The embedded event log (otm serve): how much it holds and how it writes. */
 export const eventLogBytes = new Gauge({
   name: 'otm_event_log_bytes',
-  help: 'Bytes in the segment files of the embedded event log (replaced and deleted events included: there is no compaction yet)',
+  help: 'Bytes in the segment files of the embedded event log (replaced and deleted events included until their segment is compacted)',
   registers: [registry],
 });
 
@@ -51,6 +51,18 @@ export const eventLogWrites = new Counter({
 export const eventLogRecords = new Counter({
   name: 'otm_event_log_records_total',
   help: 'Records (event versions and deletions) written to the embedded event log',
+  registers: [registry],
+});
+
+export const eventLogCompactions = new Counter({
+  name: 'otm_event_log_compactions_total',
+  help: 'Segments of the embedded event log rewritten without their replaced and deleted events (or removed when nothing in them was live)',
+  registers: [registry],
+});
+
+export const eventLogReclaimedBytes = new Counter({
+  name: 'otm_event_log_reclaimed_bytes_total',
+  help: 'Bytes of replaced and deleted events that compaction removed from the embedded event log',
   registers: [registry],
 });
 

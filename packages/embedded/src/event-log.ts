@@ -24,8 +24,13 @@
  * u16 key length, the key (UTF-8), and for a put the document (UTF-8 JSON, as answered). A put's
  * key is `tenant|kind|key|rank`; a delete's is `tenant|kind|key|` and removes every rank.
  *
- * Space of replaced or deleted events stays in the log (events are rarely replaced: a new
- * lifecycle version is a new record beside the old one); there is no compaction yet.
+ * Compaction: a replaced or deleted event's record stays in its segment until that segment is
+ * sealed (a newer one is being written) and at least half of its bytes are such records (see
+ * `compact`). The segment is then rewritten without them, as a new generation of the same
+ * segment (`NNNNNNNNNN.G.log`) that keeps its place in the log's order; the index is moved to it
+ * in one LMDB transaction with the segment's generation, and only then is the old file removed.
+ * A crash at any point leaves either generation whole and named by the index; the start removes
+ * the other.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -36,6 +41,8 @@ import {
   eventIndexBehind,
   eventIndexFailed,
   eventLogBytes,
+  eventLogCompactions,
+  eventLogReclaimedBytes,
   eventLogRecords,
   eventLogWrites,
   type DocumentWrite,
@@ -50,9 +57,15 @@ const OP_PUT = 1;
 const OP_DELETE = 2;
 /** A new segment file is started when the current one would grow past this. */
 export const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
-const SEGMENT_NAME = /^(\d{10})\.log$/;
-const segmentName = (n: number) => `${String(n).padStart(10, '0')}.log`;
+/** `NNNNNNNNNN.log`, or `NNNNNNNNNN.G.log` for generation G (G >= 1) of a compacted segment. */
+const SEGMENT_NAME = /^(\d{10})(?:\.(\d+))?\.log$/;
+const segmentName = (n: number, gen = 0) => `${String(n).padStart(10, '0')}${gen > 0 ? `.${gen}` : ''}.log`;
 const CHECKPOINT = 'checkpoint';
+/** Meta key of a segment's current generation (absent: 0); GONE: compaction found nothing in it to keep. */
+const genKey = (n: number) => `gen:${String(n).padStart(10, '0')}`;
+const GONE = 'gone';
+/** The lifecycle versions' common prefix of a put's index key (`tenant|kind|key|`). */
+const prefixOfKey = (k: string) => k.slice(0, k.lastIndexOf(SEP) + 1);
 
 /** Where a document lies in the log: segment number, byte offset and byte length of its JSON. */
 interface Pos {
@@ -146,6 +159,38 @@ export interface EventLogOptions {
   readonly segmentBytes?: number;
   /** Told what recovery found (a torn tail cut off, an old store moved into the log). */
   readonly warn?: (message: string) => void;
+  readonly compaction?: CompactionOptions;
+}
+
+export interface CompactionOptions {
+  /**
+   * How often to look for sealed segments worth compacting, when a segment was sealed or an event
+   * deleted since the last look (ms; default 10 minutes; 0: only when `compact` is called).
+   */
+  readonly intervalMs?: number;
+  /** Rewrite a sealed segment once at least this share of its bytes is replaced or deleted events (default 0.5). */
+  readonly minDeadRatio?: number;
+  /** For tests: called after each step of a segment's compaction; throwing stops it there, as a crash would. */
+  readonly onStep?: (step: 'written' | 'committed', segment: number) => void | Promise<void>;
+}
+
+export interface CompactionResult {
+  /** Segments rewritten without their replaced and deleted events. */
+  readonly compacted: number[];
+  /** Segments removed: nothing in them was live. */
+  readonly removed: number[];
+  readonly reclaimedBytes: number;
+}
+
+/** One record of a segment being compacted, with where it will be in the new generation. */
+interface SegmentRecord {
+  readonly start: number;
+  readonly end: number;
+  readonly put: boolean;
+  readonly k: string;
+  readonly off: number;
+  readonly len: number;
+  to: number;
 }
 
 export class LogEventStore implements EventStore {
@@ -176,6 +221,18 @@ export class LogEventStore implements EventStore {
   private indexFailed = false;
   /** The checkpoint LMDB last committed (at start: where recovery left the index). */
   private committedCheckpoint = '';
+  /** The current generation of each segment, and the segment numbers in log order. */
+  private readonly gens = new Map<number, number>();
+  private segs: number[] = [];
+  /** Reads in flight on each file descriptor; descriptors of replaced generations close when theirs end. */
+  private readonly reads = new Map<number, number>();
+  private readonly retired = new Set<number>();
+  private compacting: Promise<CompactionResult> | undefined;
+  private compactTimer: NodeJS.Timeout | undefined;
+  /** A segment sealed or an event deleted since compaction last looked. */
+  private changedSinceLook = true;
+  /** Keys (puts) and prefixes (deletes) written while a segment is being compacted. */
+  private touched: { keys: Set<string>; prefixes: Set<string> } | undefined;
 
   constructor(private readonly opts: EventLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
@@ -187,6 +244,15 @@ export class LogEventStore implements EventStore {
     } catch (e) {
       for (const fd of this.fds.values()) fs.closeSync(fd);
       throw e;
+    }
+    const every = opts.compaction?.intervalMs ?? 10 * 60_000;
+    if (every > 0) {
+      this.compactTimer = setInterval(() => {
+        if (!this.changedSinceLook || this.compacting) return;
+        this.changedSinceLook = false;
+        this.compact().catch((e: unknown) => this.opts.warn?.(`event log compaction stopped: ${(e as Error)?.message ?? e}`));
+      }, every);
+      this.compactTimer.unref();
     }
   }
 
@@ -201,7 +267,15 @@ export class LogEventStore implements EventStore {
         pos = decodePos(raw);
       }
       if (pos.len < 0) continue;
-      const bytes = await pread(this.fdOf(pos.seg), pos.len, pos.off);
+      // The descriptor is taken in the same turn as the position: compaction moves both at once.
+      const fd = this.fdOf(pos.seg);
+      this.reads.set(fd, (this.reads.get(fd) ?? 0) + 1);
+      let bytes: Buffer;
+      try {
+        bytes = await pread(fd, pos.len, pos.off);
+      } finally {
+        this.readDone(fd);
+      }
       return { kind, key, lifecycleRank: r, json: bytes.toString('utf8'), bytes };
     }
     return undefined;
@@ -294,13 +368,16 @@ export class LogEventStore implements EventStore {
 
     // The group is durable: readable from here on, and queued for the index.
     const queue = this.indexQueue;
+    const touched = this.touched;
     for (const { p, seg: n, off } of placed) {
       for (const op of p.ops) {
+        if (touched) 'k' in op ? touched.keys.add(op.k) : touched.prefixes.add(op.prefix);
         if ('k' in op) {
           const pos = { seg: n, off: off + op.at, len: op.len };
           this.recent.set(op.k, pos);
           queue.push({ k: op.k, pos });
         } else {
+          this.changedSinceLook = true;
           for (const r of RANKS_DOWN) {
             const k = op.prefix + r;
             const pos = gone();
@@ -363,10 +440,34 @@ export class LogEventStore implements EventStore {
   private fdOf(n: number): number {
     let fd = this.fds.get(n);
     if (fd === undefined) {
-      fd = fs.openSync(path.join(this.opts.dir, segmentName(n)), SEGMENT_FLAGS);
+      fd = fs.openSync(path.join(this.opts.dir, segmentName(n, this.gens.get(n))), SEGMENT_FLAGS);
       this.fds.set(n, fd);
     }
     return fd;
+  }
+
+  private readDone(fd: number): void {
+    const left = (this.reads.get(fd) ?? 1) - 1;
+    if (left > 0) this.reads.set(fd, left);
+    else {
+      this.reads.delete(fd);
+      if (this.retired.delete(fd)) fs.closeSync(fd);
+    }
+  }
+
+  /** Closes the descriptor of a replaced generation once no read uses it. */
+  private retire(fd: number): void {
+    if (this.reads.has(fd)) this.retired.add(fd);
+    else fs.closeSync(fd);
+  }
+
+  private syncDir(): void {
+    const dirFd = fs.openSync(this.opts.dir, 'r');
+    try {
+      fs.fsyncSync(dirFd);
+    } finally {
+      fs.closeSync(dirFd);
+    }
   }
 
   /**
@@ -378,12 +479,11 @@ export class LogEventStore implements EventStore {
     if (old !== undefined) fs.closeSync(old);
     const fd = fs.openSync(path.join(this.opts.dir, segmentName(n)), SEGMENT_FLAGS | fs.constants.O_CREAT | fs.constants.O_TRUNC);
     this.fds.set(n, fd);
-    const dirFd = fs.openSync(this.opts.dir, 'r');
-    try {
-      fs.fsyncSync(dirFd);
-    } finally {
-      fs.closeSync(dirFd);
-    }
+    this.syncDir();
+    this.gens.set(n, 0);
+    if (!this.segs.includes(n)) this.segs.push(n);
+    // The segment before it is sealed now: compaction may look at it.
+    this.changedSinceLook = true;
     return n;
   }
 
@@ -393,12 +493,8 @@ export class LogEventStore implements EventStore {
    * store of earlier versions (database `telemetry`) into the log.
    */
   private recover(): void {
-    const segs = fs
-      .readdirSync(this.opts.dir)
-      .map((f) => SEGMENT_NAME.exec(f))
-      .filter((m): m is RegExpExecArray => m !== null)
-      .map((m) => Number(m[1]))
-      .sort((a, b) => a - b);
+    const segs = this.pickGenerations();
+    this.segs = [...segs];
     if (segs.length === 0) {
       this.seg = this.createSegment(1);
       this.size = 0;
@@ -423,6 +519,231 @@ export class LogEventStore implements EventStore {
         .reduce((a, f) => a + fs.statSync(path.join(this.opts.dir, f)).size, 0),
     );
     this.committedCheckpoint = this.checkpoint = `${this.seg}:${this.size}`;
+  }
+
+  /**
+   * Finds the segment files and the generation of each that the index names; removes the other
+   * generations (left by a compaction that a stop cut short: before its LMDB commit the new one,
+   * after it the old one). Returns the segment numbers in log order.
+   */
+  private pickGenerations(): number[] {
+    const files = new Map<number, Map<number, string>>();
+    for (const f of fs.readdirSync(this.opts.dir)) {
+      const m = SEGMENT_NAME.exec(f);
+      if (!m) continue;
+      const n = Number(m[1]);
+      const byGen = files.get(n) ?? new Map<number, string>();
+      byGen.set(m[2] === undefined ? 0 : Number(m[2]), f);
+      files.set(n, byGen);
+    }
+    let removed = false;
+    const marks: [string, string][] = [];
+    const remove = (f: string) => {
+      fs.unlinkSync(path.join(this.opts.dir, f));
+      this.opts.warn?.(`event log: removed ${f}, left by a compaction that a stop cut short`);
+      removed = true;
+    };
+    for (const [n, byGen] of files) {
+      const want = this.meta.get(genKey(n));
+      if (want === GONE) {
+        byGen.forEach(remove);
+        continue;
+      }
+      // Without a mark (a segment never compacted, or an index lost with its marks) the lowest
+      // generation: the older one is whole until the newer is committed, and either holds every
+      // event that was live in the segment.
+      const gen = want === undefined ? Math.min(...byGen.keys()) : Number(want);
+      if (!byGen.has(gen)) {
+        throw new Error(`event log: segment ${n} is generation ${gen} by the index, but ${segmentName(n, gen)} is missing; the log is damaged`);
+      }
+      for (const [g, f] of byGen) if (g !== gen) remove(f);
+      this.gens.set(n, gen);
+      if (want === undefined && gen > 0) marks.push([genKey(n), String(gen)]);
+    }
+    if (removed) this.syncDir();
+    // Segments that compaction removed whole: their files are gone, their mark can go too.
+    const stale = [...this.meta.getRange({ start: 'gen:', end: 'gen;' })].filter((e) => e.value === GONE).map((e) => e.key);
+    if (stale.length > 0 || marks.length > 0) {
+      this.opts.root.transactionSync(() => {
+        stale.forEach((k) => this.meta.removeSync(k));
+        marks.forEach(([k, v]) => this.meta.putSync(k, v));
+      });
+    }
+    return [...this.gens.keys()].sort((a, b) => a - b);
+  }
+
+  /**
+   * Rewrites the sealed segments in which at least `minDeadRatio` (default 0.5, or the store's
+   * option) of the bytes are replaced or deleted events, without those records. How much of each
+   * segment is live comes from one pass over the index (in steps, between which other work goes
+   * on); each chosen segment is then compacted on its own (`compactSegment`). One compaction runs
+   * at a time: a call while one runs gets its result.
+   */
+  compact(minDeadRatio = this.opts.compaction?.minDeadRatio ?? 0.5): Promise<CompactionResult> {
+    this.compacting ??= this.compactAll(minDeadRatio).finally(() => {
+      this.compacting = undefined;
+    });
+    return this.compacting;
+  }
+
+  private async compactAll(minDeadRatio: number): Promise<CompactionResult> {
+    const result: CompactionResult = { compacted: [], removed: [], reclaimedBytes: 0 };
+    // The index changes waiting for their 10 ms go now: a segment is compacted only once the
+    // index and its checkpoint have moved past it.
+    this.applyIndex();
+    await this.indexing;
+    if (this.indexFailed) return result;
+    const live = await this.liveBytes();
+    for (const n of this.segs.filter((x) => x < this.seg)) {
+      if (this.closed) break;
+      const size = fs.fstatSync(this.fdOf(n)).size;
+      if (size === 0 || 1 - (live.get(n) ?? 0) / size < minDeadRatio) continue;
+      const done = await this.compactSegment(n, minDeadRatio);
+      if (done === undefined) continue;
+      (done.removed ? result.removed : result.compacted).push(n);
+      (result as { reclaimedBytes: number }).reclaimedBytes += done.reclaimed;
+    }
+    return result;
+  }
+
+  /** Bytes of live records in each segment, by the index (and the changes not committed to it yet). */
+  private async liveBytes(): Promise<Map<number, number>> {
+    const live = new Map<number, number>();
+    const add = (k: string, pos: Pos) => {
+      if (pos.len >= 0) live.set(pos.seg, (live.get(pos.seg) ?? 0) + HEADER + 3 + Buffer.byteLength(k) + pos.len);
+    };
+    let start: string | undefined;
+    for (;;) {
+      let last: string | undefined;
+      for (const { key, value } of this.index.getRange({ start, limit: 10_000 })) {
+        if (key === start) continue; // `start` is where the previous step ended
+        last = key;
+        if (!this.recent.has(key)) add(key, decodePos(value));
+      }
+      if (last === undefined || this.closed) break;
+      start = last;
+      await new Promise((r) => setImmediate(r));
+    }
+    for (const [k, pos] of this.recent) add(k, pos);
+    return live;
+  }
+
+  /**
+   * Compacts sealed segment `n`: reads it, keeps the records still live (and the deletions, while
+   * an older segment may hold versions they delete), writes them as the next generation of the
+   * segment and makes it durable; then, in one event-loop turn, moves the index entries of the
+   * records that are still live (none written or deleted meanwhile) to it, with the segment's new
+   * generation, in one LMDB transaction, and removes the old file. Returns undefined when it was
+   * not worth it (less than `minDeadRatio` of the bytes to drop) or not possible yet.
+   */
+  private async compactSegment(n: number, minDeadRatio: number): Promise<{ removed: boolean; reclaimed: number } | undefined> {
+    // Not while index changes that point into the segment, or the checkpoint, are uncommitted.
+    if ([...this.recent.values()].some((p) => p.seg === n) || Number(this.committedCheckpoint.split(':')[0]) <= n) return undefined;
+    const oldGen = this.gens.get(n) ?? 0;
+    const oldFile = path.join(this.opts.dir, segmentName(n, oldGen));
+    this.touched = { keys: new Set(), prefixes: new Set() };
+    let newFile: string | undefined;
+    try {
+      const data = await fs.promises.readFile(oldFile);
+      const records = await this.recordsOf(n, data);
+      // Which records stay: live puts, and deletions while an older segment exists.
+      const older = this.segs[0]! < n;
+      const kept: SegmentRecord[] = [];
+      let bytes = 0;
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i]!;
+        if (r.put ? this.isAt(r.k, n, r.off) : older) {
+          r.to = bytes;
+          kept.push(r);
+          bytes += r.end - r.start;
+        }
+        if (i % 5_000 === 4_999) await new Promise((res) => setImmediate(res));
+        if (this.closed) return undefined;
+      }
+      if ((data.length - bytes) / data.length < minDeadRatio) return undefined;
+
+      const newGen = oldGen + 1;
+      if (kept.length > 0) {
+        newFile = path.join(this.opts.dir, segmentName(n, newGen));
+        const out = Buffer.concat(kept.map((r) => data.subarray(r.start, r.end)));
+        const fh = await fs.promises.open(newFile, 'wx');
+        try {
+          await fh.writeFile(out);
+          await fh.sync();
+        } finally {
+          await fh.close();
+        }
+        this.syncDir();
+      }
+      await this.opts.compaction?.onStep?.('written', n);
+      if (this.closed) throw new Error('event store closed');
+
+      // One turn from here to the commit: nothing can change the index in between.
+      const { keys, prefixes } = this.touched;
+      const moved = kept.filter((r) => r.put && !keys.has(r.k) && !prefixes.has(prefixOfKey(r.k)));
+      this.opts.root.transactionSync(() => {
+        for (const r of moved) this.index.putSync(r.k, encodePos({ seg: n, off: r.to + (r.off - r.start), len: r.len }));
+        this.meta.putSync(genKey(n), kept.length === 0 ? GONE : String(newGen));
+      });
+      newFile = undefined; // the index names it now
+      const oldFd = this.fds.get(n);
+      this.fds.delete(n);
+      if (kept.length === 0) {
+        this.gens.delete(n);
+        this.segs = this.segs.filter((x) => x !== n);
+      } else this.gens.set(n, newGen);
+      if (oldFd !== undefined) this.retire(oldFd);
+      await this.opts.compaction?.onStep?.('committed', n);
+
+      fs.unlinkSync(oldFile);
+      this.syncDir();
+      if (kept.length === 0) await this.meta.remove(genKey(n));
+      const reclaimed = data.length - bytes;
+      eventLogBytes.dec(reclaimed);
+      eventLogCompactions.inc();
+      eventLogReclaimedBytes.inc(reclaimed);
+      return { removed: kept.length === 0, reclaimed };
+    } finally {
+      this.touched = undefined;
+      // Written but not named by the index (stopped before the commit): not part of the log.
+      if (newFile !== undefined) fs.rmSync(newFile, { force: true });
+    }
+  }
+
+  /** Whether the index has `k` at offset `off` of segment `n`. */
+  private isAt(k: string, n: number, off: number): boolean {
+    let pos = this.recent.get(k);
+    if (pos === undefined) {
+      const raw = this.index.get(k);
+      if (raw === undefined) return false;
+      pos = decodePos(raw);
+    }
+    return pos.len >= 0 && pos.seg === n && pos.off === off;
+  }
+
+  /** The records of a sealed segment's bytes; a damaged one stops the compaction. */
+  private async recordsOf(n: number, data: Buffer): Promise<SegmentRecord[]> {
+    const records: SegmentRecord[] = [];
+    let at = 0;
+    while (at < data.length) {
+      const len = data.length - at >= HEADER ? data.readUInt32LE(at) : 0;
+      if (len < 3 || at + HEADER + len > data.length || zlib.crc32(data.subarray(at + HEADER, at + HEADER + len)) !== data.readUInt32LE(at + 4)) {
+        throw new Error(`event log ${segmentName(n, this.gens.get(n))}: a damaged record at byte ${at}; not compacted`);
+      }
+      const kb = data.readUInt16LE(at + HEADER + 1);
+      records.push({
+        start: at,
+        end: at + HEADER + len,
+        put: data[at + HEADER] === OP_PUT,
+        k: data.toString('utf8', at + HEADER + 3, at + HEADER + 3 + kb),
+        off: at + HEADER + 3 + kb,
+        len: len - 3 - kb,
+        to: 0,
+      });
+      at += HEADER + len;
+      if (records.length % 5_000 === 0) await new Promise((r) => setImmediate(r));
+    }
+    return records;
   }
 
   /** Applies segment `n` from `from` to the index; returns where its last whole record ends. */
@@ -522,11 +843,15 @@ export class LogEventStore implements EventStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearInterval(this.compactTimer);
+    await this.compacting?.catch(() => {});
     while (this.running) await this.running;
     this.applyIndex();
     await this.indexing;
     await this.opts.root.flushed;
     for (const fd of this.fds.values()) fs.closeSync(fd);
+    for (const fd of this.retired) fs.closeSync(fd);
     this.fds.clear();
+    this.retired.clear();
   }
 }

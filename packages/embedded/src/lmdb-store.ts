@@ -33,7 +33,7 @@ import {
   type StoredDocument,
   type VersionStamp,
 } from '@otm/core';
-import { LogEventStore } from './event-log.js';
+import { LogEventStore, type CompactionOptions } from './event-log.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 
 const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
@@ -259,7 +259,7 @@ class LmdbEntityStore implements EntityStore {
 
 export interface EmbeddedStores {
   readonly entities: EntityStore;
-  readonly events: EventStore;
+  readonly events: LogEventStore;
   close(): Promise<void>;
 }
 
@@ -268,6 +268,8 @@ export interface EmbeddedStoreOptions {
   readonly warn?: (message: string) => void;
   /** Size at which the event log starts a new segment file (tests use small ones). */
   readonly eventSegmentBytes?: number;
+  /** When and how the event log compacts its sealed segments. */
+  readonly eventCompaction?: CompactionOptions;
 }
 
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
@@ -283,6 +285,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       root,
       ...(opts.warn ? { warn: opts.warn } : {}),
       ...(opts.eventSegmentBytes ? { segmentBytes: opts.eventSegmentBytes } : {}),
+      ...(opts.eventCompaction ? { compaction: opts.eventCompaction } : {}),
     });
   } catch (e) {
     void root.close();

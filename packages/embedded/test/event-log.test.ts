@@ -237,6 +237,148 @@ describe('event log', () => {
  * A small tmpfs of its own, to run out of space for real; needs root (CI runs as root here), so
  * the test says it was skipped, and why, elsewhere.
  */
+describe('event log compaction', () => {
+  // Records of ~150 bytes (key ~14, document 125, header 11): 18-19 fit in a segment of 4 KB.
+  const fixed = (i: number, v = 0) => JSON.stringify({ id: `e${i}`, v, pad: 'p'.repeat(100) });
+  const manual = { eventCompaction: { intervalMs: 0 } };
+  const del = (key: string): DocumentWrite => ({ op: 'delete', tenant: 't', kind: 'events', key });
+  const logBytes = (dir: string) => segments(dir).reduce((a, f) => a + fs.statSync(path.join(dir, 'events', f)).size, 0);
+  const read = async (s: EmbeddedStores, key: string) => (await s.events.get('t', 'events', key))?.json;
+
+  it('rewrites sealed segments without replaced and deleted events; every event reads the same after, after a restart and after a full rebuild', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    for (let i = 0; i < 60; i += 10) await s.events.write(Array.from({ length: 10 }, (_, j) => put(`e${i + j}`, fixed(i + j))));
+    for (let i = 0; i < 30; i += 10) await s.events.write(Array.from({ length: 10 }, (_, j) => put(`e${i + j}`, fixed(i + j, 1))));
+    await s.events.write(Array.from({ length: 15 }, (_, j) => del(`e${30 + j}`)));
+    await s.events.write([put('tail', fixed(999))]);
+    const expected = async (store: EmbeddedStores) => {
+      for (let i = 0; i < 60; i++) expect(await read(store, `e${i}`)).toBe(i < 30 ? fixed(i, 1) : i < 45 ? undefined : fixed(i));
+      expect(await read(store, 'tail')).toBe(fixed(999));
+    };
+    await expected(s);
+    const before = logBytes(dir);
+    const compactions = await value('otm_event_log_compactions_total');
+
+    const r = await s.events.compact();
+    expect(r.compacted.length + r.removed.length).toBeGreaterThan(0);
+    expect(r.reclaimedBytes).toBeGreaterThan(0);
+    expect(logBytes(dir)).toBe(before - r.reclaimedBytes);
+    expect(await value('otm_event_log_compactions_total')).toBe(compactions + r.compacted.length + r.removed.length);
+    await expected(s);
+    // Nothing left worth compacting: a second pass changes nothing.
+    expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
+
+    await closeIt(s);
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    await expected(again);
+    await closeIt(again);
+    await clearIndex(dir);
+    await expected(openAt(dir, { eventSegmentBytes: 4096, ...manual }));
+  });
+
+  it('keeps a deletion while an older segment holds the event it deletes, so that a rebuild does not bring the event back', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    await s.events.write([put('x', fixed(0)), ...Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j)))]); // segment 1, mostly live
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`b${j}`, fixed(j)))); // segment 2
+    await s.events.write([del('x')]); // segment 2
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`b${j}`, fixed(j, 1)))); // segment 3: segment 2 is all dead but the deletion
+    expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log', '0000000003.log']);
+
+    const r = await s.events.compact();
+    expect(r.compacted).toEqual([2]);
+    expect(segments(dir)).toEqual(['0000000001.log', '0000000002.1.log', '0000000003.log']);
+    expect(fs.statSync(path.join(dir, 'events', '0000000002.1.log')).size).toBeLessThan(50); // the deletion alone
+    expect(await read(s, 'x')).toBeUndefined();
+    await closeIt(s);
+    await clearIndex(dir);
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    expect(await read(again, 'x')).toBeUndefined();
+    for (let j = 0; j < 18; j++) expect(await read(again, `b${j}`)).toBe(fixed(j, 1));
+    expect(await read(again, 'a5')).toBe(fixed(5));
+  });
+
+  it('removes a segment in which nothing is live, and does so on its own when given an interval', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 20 } });
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j, 1))));
+    await s.events.write([put('tail', fixed(1))]);
+    for (let t = 0; t < 200 && segments(dir).includes('0000000001.log'); t++) await new Promise((r) => setTimeout(r, 25));
+    expect(segments(dir)).toEqual(['0000000002.log']);
+    for (let j = 0; j < 18; j++) expect(await read(s, `a${j}`)).toBe(fixed(j, 1));
+    await closeIt(s);
+    await clearIndex(dir);
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, 1));
+  });
+
+  it('a write or a deletion that comes while the segment is being copied wins over the copy, also after a restart and a rebuild', async () => {
+    const dir = tmp();
+    let s: EmbeddedStores | undefined;
+    let inFlight: Promise<string | undefined>[] = [];
+    const opts = {
+      eventSegmentBytes: 4096,
+      eventCompaction: {
+        intervalMs: 0,
+        onStep: async (step: string) => {
+          if (step !== 'written') return;
+          // Reads that take the old generation's file, then the racing changes.
+          inFlight = ['k1', 'k2', 'k3'].map((k) => read(s!, k));
+          await s!.events.write([del('k1'), put('k2', fixed(2, 9))]);
+          // Their index changes committed before the copy's: the copy must not undo them.
+          for (let t = 0; t < 100 && (await value('otm_event_index_behind')) > 0; t++) await new Promise((r) => setTimeout(r, 5));
+          expect(await value('otm_event_index_behind')).toBe(0);
+        },
+      },
+    };
+    s = openAt(dir, opts);
+    await s.events.write([put('k1', fixed(1)), put('k2', fixed(2)), put('k3', fixed(3)), ...Array.from({ length: 15 }, (_, j) => put(`d${j}`, fixed(j)))]);
+    await s.events.write(Array.from({ length: 15 }, (_, j) => put(`d${j}`, fixed(j, 1))));
+    await s.events.write([put('tail', fixed(0))]);
+    expect((await s.events.compact()).compacted).toEqual([1]);
+    expect(await Promise.all(inFlight)).toEqual([fixed(1), fixed(2), fixed(3)]);
+    const expected = async (store: EmbeddedStores) => {
+      expect(await read(store, 'k1')).toBeUndefined();
+      expect(await read(store, 'k2')).toBe(fixed(2, 9));
+      expect(await read(store, 'k3')).toBe(fixed(3));
+      for (let j = 0; j < 15; j++) expect(await read(store, `d${j}`)).toBe(fixed(j, 1));
+    };
+    await expected(s);
+    await closeIt(s);
+    await expected((s = openAt(dir, { eventSegmentBytes: 4096, ...manual })));
+    await closeIt(s);
+    await clearIndex(dir);
+    await expected(openAt(dir, { eventSegmentBytes: 4096, ...manual }));
+  });
+
+  it('after a crash: a new generation that was not committed is removed at start, and so is an old one that was', async () => {
+    const dir = tmp();
+    const crash = { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 0, onStep: (step: string) => { if (step === 'committed') throw new Error('crash'); } } };
+    const s = openAt(dir, crash);
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
+    await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
+    await s.events.write([put('b', fixed(0))]);
+    // Stopped after the commit, before the old file was removed: both generations are on disk.
+    await expect(s.events.compact()).rejects.toThrow('crash');
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    await closeIt(s);
+    // And a generation 2 written but never committed (a stop before the commit).
+    fs.writeFileSync(path.join(dir, 'events', '0000000001.2.log'), 'half written');
+
+    const warnings: string[] = [];
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: (m) => warnings.push(m) });
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
+    expect(warnings.join('\n')).toMatch(/removed 0000000001\.log.*\n.*removed 0000000001\.2\.log|removed 0000000001\.2\.log.*\n.*removed 0000000001\.log/);
+    for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+    await closeIt(again);
+    await clearIndex(dir);
+    const rebuilt = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    for (let j = 0; j < 18; j++) expect(await read(rebuilt, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+  });
+});
+
 const canMount = (() => {
   if (process.getuid?.() !== 0) return false;
   const probe = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-mount-probe-'));
