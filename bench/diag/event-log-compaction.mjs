@@ -2,8 +2,9 @@
  * Compaction of the embedded event log (packages/embedded/src/event-log.ts): writes `events`
  * location events (~400 B) in batches of 5,000 into 64 MB segments, replaces every other one
  * (so that the sealed segments are half dead), then compacts, and prints how long it took, the
- * bytes reclaimed, and the longest the event loop was held up meanwhile (perf_hooks'
- * monitorEventLoopDelay; the index entries of a segment move in one turn). After `npm run build`.
+ * bytes reclaimed, the longest the event loop was held up meanwhile (perf_hooks'
+ * monitorEventLoopDelay; the index entries of a segment move in one turn), and how much the
+ * process's resident memory grew (a segment is read whole). After `npm run build`.
  *
  *   node bench/diag/event-log-compaction.mjs [events=400000]
  */
@@ -35,13 +36,18 @@ try {
   const files = fs.readdirSync(path.join(dir, 'events')).length;
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
+  const rss0 = process.memoryUsage().rss;
+  let rssPeak = rss0;
+  const sampler = setInterval(() => (rssPeak = Math.max(rssPeak, process.memoryUsage().rss)), 5);
   const t0 = performance.now();
   const r = await stores.events.compact();
   const ms = performance.now() - t0;
+  clearInterval(sampler);
   delay.disable();
   console.log(`${EVENTS} events, every other one replaced: ${(before / 2 ** 20).toFixed(1)} MB in ${files} segment files`);
   console.log(`compaction: ${r.compacted.length} segments rewritten, ${r.removed.length} removed, ${(r.reclaimedBytes / 2 ** 20).toFixed(1)} MB reclaimed in ${(ms / 1000).toFixed(2)} s`);
   console.log(`log now ${(logBytes() / 2 ** 20).toFixed(1)} MB; event loop held up at most ${(delay.max / 1e6).toFixed(1)} ms (p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms)`);
+  console.log(`resident memory ${(rss0 / 2 ** 20).toFixed(0)} MB before, at most ${(rssPeak / 2 ** 20).toFixed(0)} MB during (sampled every 5 ms)`);
   for (const i of [0, 1, EVENTS - 2, EVENTS - 1]) {
     const got = await stores.events.get('acme', 'events', id(i));
     if (got?.json !== locationEvent(id(i), i + (i % 2 === 0 ? 1 : 0))) throw new Error(`event ${i} reads wrong after compaction`);

@@ -83,6 +83,19 @@ const gone = (): Pos => ({ seg: 0, off: 0, len: -1 });
 const INDEX_DELAY_MS = 10;
 const INDEX_BATCH = 20_000;
 
+/** Compaction reads and writes a segment in pieces of this size. */
+const COMPACTION_CHUNK = 1024 * 1024;
+
+async function readFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
+  const { bytesRead } = await fh.read(buf, 0, buf.length, position);
+  if (bytesRead !== buf.length) throw new Error(`event log: short read (${bytesRead} of ${buf.length} bytes)`);
+}
+
+async function writeFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
+  const { bytesWritten } = await fh.write(buf, 0, buf.length, position);
+  if (bytesWritten !== buf.length) throw new Error(`event log: short write (${bytesWritten} of ${buf.length} bytes)`);
+}
+
 const encodePos = (p: Pos): Buffer => {
   const b = Buffer.allocUnsafe(12);
   b.writeUInt32LE(p.seg, 0);
@@ -643,36 +656,27 @@ export class LogEventStore implements EventStore {
     const oldFile = path.join(this.opts.dir, segmentName(n, oldGen));
     this.touched = { keys: new Set(), prefixes: new Set() };
     let newFile: string | undefined;
+    let src: fs.promises.FileHandle | undefined;
     try {
-      const data = await fs.promises.readFile(oldFile);
-      const records = await this.recordsOf(n, data);
+      src = await fs.promises.open(oldFile, 'r');
+      const size = (await src.stat()).size;
       // Which records stay: live puts, and deletions while an older segment exists.
       const older = this.segs[0]! < n;
       const kept: SegmentRecord[] = [];
       let bytes = 0;
-      for (let i = 0; i < records.length; i++) {
-        const r = records[i]!;
+      await this.eachRecord(src, n, size, (r) => {
         if (r.put ? this.isAt(r.k, n, r.off) : older) {
           r.to = bytes;
           kept.push(r);
           bytes += r.end - r.start;
         }
-        if (i % 5_000 === 4_999) await new Promise((res) => setImmediate(res));
-        if (this.closed) return undefined;
-      }
-      if ((data.length - bytes) / data.length < minDeadRatio) return undefined;
+      });
+      if (this.closed || (size - bytes) / size < minDeadRatio) return undefined;
 
       const newGen = oldGen + 1;
       if (kept.length > 0) {
         newFile = path.join(this.opts.dir, segmentName(n, newGen));
-        const out = Buffer.concat(kept.map((r) => data.subarray(r.start, r.end)));
-        const fh = await fs.promises.open(newFile, 'wx');
-        try {
-          await fh.writeFile(out);
-          await fh.sync();
-        } finally {
-          await fh.close();
-        }
+        await this.copyRecords(src, size, kept, newFile);
         this.syncDir();
       }
       await this.opts.compaction?.onStep?.('written', n);
@@ -695,16 +699,19 @@ export class LogEventStore implements EventStore {
       if (oldFd !== undefined) this.retire(oldFd);
       await this.opts.compaction?.onStep?.('committed', n);
 
+      await src.close();
+      src = undefined;
       fs.unlinkSync(oldFile);
       this.syncDir();
       if (kept.length === 0) await this.meta.remove(genKey(n));
-      const reclaimed = data.length - bytes;
+      const reclaimed = size - bytes;
       eventLogBytes.dec(reclaimed);
       eventLogCompactions.inc();
       eventLogReclaimedBytes.inc(reclaimed);
       return { removed: kept.length === 0, reclaimed };
     } finally {
       this.touched = undefined;
+      await src?.close();
       // Written but not named by the index (stopped before the commit): not part of the log.
       if (newFile !== undefined) fs.rmSync(newFile, { force: true });
     }
@@ -721,29 +728,91 @@ export class LogEventStore implements EventStore {
     return pos.len >= 0 && pos.seg === n && pos.off === off;
   }
 
-  /** The records of a sealed segment's bytes; a damaged one stops the compaction. */
-  private async recordsOf(n: number, data: Buffer): Promise<SegmentRecord[]> {
-    const records: SegmentRecord[] = [];
+  /**
+   * Calls `fn` with each record of sealed segment `n`, read in pieces of COMPACTION_CHUNK bytes
+   * (a record larger than that on its own), so that compaction holds only a piece of the segment in
+   * memory; between pieces other work goes on. A damaged record stops the compaction.
+   */
+  private async eachRecord(fh: fs.promises.FileHandle, n: number, size: number, fn: (r: SegmentRecord) => void): Promise<void> {
+    const piece = Buffer.allocUnsafe(COMPACTION_CHUNK);
     let at = 0;
-    while (at < data.length) {
-      const len = data.length - at >= HEADER ? data.readUInt32LE(at) : 0;
-      if (len < 3 || at + HEADER + len > data.length || zlib.crc32(data.subarray(at + HEADER, at + HEADER + len)) !== data.readUInt32LE(at + 4)) {
-        throw new Error(`event log ${segmentName(n, this.gens.get(n))}: a damaged record at byte ${at}; not compacted`);
+    while (at < size) {
+      const want = Math.min(COMPACTION_CHUNK, size - at);
+      let buf = piece.subarray(0, want);
+      await readFully(fh, buf, at);
+      const recLen = want >= HEADER ? HEADER + buf.readUInt32LE(0) : 0;
+      if (recLen > want && recLen <= size - at) {
+        // One record larger than a piece: read it whole.
+        buf = Buffer.allocUnsafe(recLen);
+        await readFully(fh, buf, at);
       }
-      const kb = data.readUInt16LE(at + HEADER + 1);
-      records.push({
-        start: at,
-        end: at + HEADER + len,
-        put: data[at + HEADER] === OP_PUT,
-        k: data.toString('utf8', at + HEADER + 3, at + HEADER + 3 + kb),
-        off: at + HEADER + 3 + kb,
-        len: len - 3 - kb,
-        to: 0,
-      });
-      at += HEADER + len;
-      if (records.length % 5_000 === 0) await new Promise((r) => setImmediate(r));
+      let i = 0;
+      while (i + HEADER <= buf.length) {
+        const len = buf.readUInt32LE(i);
+        if (i + HEADER + len > buf.length) break; // continues in the next piece
+        if (len < 3 || zlib.crc32(buf.subarray(i + HEADER, i + HEADER + len)) !== buf.readUInt32LE(i + 4)) break;
+        const kb = buf.readUInt16LE(i + HEADER + 1);
+        const start = at + i;
+        fn({
+          start,
+          end: start + HEADER + len,
+          put: buf[i + HEADER] === OP_PUT,
+          k: buf.toString('utf8', i + HEADER + 3, i + HEADER + 3 + kb),
+          off: start + HEADER + 3 + kb,
+          len: len - 3 - kb,
+          to: 0,
+        });
+        i += HEADER + len;
+      }
+      if (i === 0) throw new Error(`event log ${segmentName(n, this.gens.get(n))}: a damaged record at byte ${at}; not compacted`);
+      at += i;
+      await new Promise((r) => setImmediate(r));
+      if (this.closed) return;
     }
-    return records;
+  }
+
+  /**
+   * Writes the kept records, read again from the old generation in pieces, one after the other
+   * into a new file at `file`, and makes it durable.
+   */
+  private async copyRecords(src: fs.promises.FileHandle, size: number, kept: readonly SegmentRecord[], file: string): Promise<void> {
+    const out = await fs.promises.open(file, 'wx');
+    try {
+      const window = Buffer.allocUnsafe(COMPACTION_CHUNK);
+      const pending = Buffer.allocUnsafe(COMPACTION_CHUNK);
+      let win = window.subarray(0, 0);
+      let winStart = 0;
+      let used = 0;
+      let written = 0;
+      const flush = async () => {
+        if (used === 0) return;
+        await writeFully(out, pending.subarray(0, used), written);
+        written += used;
+        used = 0;
+      };
+      for (const r of kept) {
+        const len = r.end - r.start;
+        if (r.start < winStart || r.end > winStart + win.length) {
+          const want = Math.max(len, Math.min(COMPACTION_CHUNK, size - r.start));
+          win = want <= COMPACTION_CHUNK ? window.subarray(0, want) : Buffer.allocUnsafe(want);
+          await readFully(src, win, r.start);
+          winStart = r.start;
+        }
+        const bytes = win.subarray(r.start - winStart, r.end - winStart);
+        if (used + len > pending.length) await flush();
+        if (len > pending.length) {
+          await writeFully(out, bytes, written);
+          written += len;
+        } else {
+          bytes.copy(pending, used);
+          used += len;
+        }
+      }
+      await flush();
+      await out.sync();
+    } finally {
+      await out.close();
+    }
   }
 
   /** Applies segment `n` from `from` to the index; returns where its last whole record ends. */

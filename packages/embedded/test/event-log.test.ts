@@ -353,6 +353,23 @@ describe('event log compaction', () => {
     await expected(openAt(dir, { eventSegmentBytes: 4096, ...manual }));
   });
 
+  it('copies records larger than the pieces it reads and writes (1 MB)', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const big = (c: string) => JSON.stringify({ id: c, text: c.repeat(5 * 1024 * 1024) });
+    await s.events.write([put('big1', big('a')), put('big2', big('b')), put('small', fixed(1))]);
+    await s.events.write([put('big1', fixed(2)), del('small')]);
+    expect((await s.events.compact()).compacted).toEqual([1]);
+    expect(await read(s, 'big2')).toBe(big('b'));
+    expect(await read(s, 'big1')).toBe(fixed(2));
+    await closeIt(s);
+    await clearIndex(dir);
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    expect(await read(again, 'big2')).toBe(big('b'));
+    expect(await read(again, 'big1')).toBe(fixed(2));
+    expect(await read(again, 'small')).toBeUndefined();
+  });
+
   it('after a crash: a new generation that was not committed is removed at start, and so is an old one that was', async () => {
     const dir = tmp();
     const crash = { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 0, onStep: (step: string) => { if (step === 'committed') throw new Error('crash'); } } };

@@ -112,6 +112,13 @@ describe.each([
     expect((await get(`/api/v5/events/${noHolder.id}`)).statusCode).toBe(404);
   });
 
+  it('answers 415 to a body that is neither JSON nor NDJSON', async () => {
+    const res = await post('/api/v5/bulk/events', JSON.stringify([location(60)]), 'text/plain');
+    expect(res.statusCode).toBe(415);
+    expect(res.json()[0].type).toBe('unsupportedMediaType');
+    expect((await get(`/api/v5/events/${location(60).id}`)).statusCode).toBe(404);
+  });
+
   it('refuses an empty body, a body that is not UTF-8, and one nested too deep, storing nothing', async () => {
     const empty = await post('/api/v5/bulk/events', '');
     expect(empty.statusCode).toBe(400);
