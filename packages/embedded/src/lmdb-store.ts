@@ -34,6 +34,7 @@ import {
   type VersionStamp,
 } from '@otm/core';
 import { LogEventStore, type CompactionOptions } from './event-log.js';
+import { lockDataDir } from './dir-lock.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 
 const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
@@ -273,9 +274,17 @@ export interface EmbeddedStoreOptions {
 }
 
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
+  // One process at a time: the event log has one writer (dir-lock.ts).
+  const unlock = lockDataDir(dataDir);
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true });
-  const root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
+  let root: RootDatabase;
+  try {
+    root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
+  } catch (e) {
+    unlock();
+    throw e;
+  }
   const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
   const dbs: Dbs = { root, entities: db('entities'), holders: db('holders'), pending: db('pending') };
   let events: LogEventStore;
@@ -288,16 +297,20 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       ...(opts.eventCompaction ? { compaction: opts.eventCompaction } : {}),
     });
   } catch (e) {
-    void root.close();
+    void root.close().finally(unlock);
     throw e;
   }
   return {
     entities: new LmdbEntityStore(dbs),
     events,
     close: async () => {
-      await events.close();
-      await root.flushed;
-      await root.close();
+      try {
+        await events.close();
+        await root.flushed;
+        await root.close();
+      } finally {
+        unlock();
+      }
     },
   };
 }
