@@ -170,6 +170,8 @@ export interface EventLogOptions {
   /** The LMDB environment that holds the index (with the entity store's databases). */
   readonly root: RootDatabase;
   readonly segmentBytes?: number;
+  /** Most segment files kept open at once (default 256; at least 2). */
+  readonly maxOpenSegments?: number;
   /** Told what recovery found (a torn tail cut off, an old store moved into the log). */
   readonly warn?: (message: string) => void;
   readonly compaction?: CompactionOptions;
@@ -214,6 +216,7 @@ export class LogEventStore implements EventStore {
   private readonly meta: Database<string, string>;
   private readonly fds = new Map<number, number>();
   private readonly segmentBytes: number;
+  private readonly maxOpen: number;
   private seg = 0;
   private size = 0;
   private queue: Pending[] = [];
@@ -237,8 +240,11 @@ export class LogEventStore implements EventStore {
   /** The current generation of each segment, and the segment numbers in log order. */
   private readonly gens = new Map<number, number>();
   private segs: number[] = [];
-  /** Reads in flight on each file descriptor; descriptors of replaced generations close when theirs end. */
-  private readonly reads = new Map<number, number>();
+  /**
+   * Reads and writes in flight on each file descriptor: such a descriptor is not closed (neither
+   * to keep at most `maxOpen` open nor when compaction replaced its file) until they end.
+   */
+  private readonly inUse = new Map<number, number>();
   private readonly retired = new Set<number>();
   private compacting: Promise<CompactionResult> | undefined;
   private compactTimer: NodeJS.Timeout | undefined;
@@ -249,6 +255,7 @@ export class LogEventStore implements EventStore {
 
   constructor(private readonly opts: EventLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
+    this.maxOpen = Math.max(2, opts.maxOpenSegments ?? 256);
     this.index = opts.root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
     this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
     fs.mkdirSync(opts.dir, { recursive: true });
@@ -282,12 +289,12 @@ export class LogEventStore implements EventStore {
       if (pos.len < 0) continue;
       // The descriptor is taken in the same turn as the position: compaction moves both at once.
       const fd = this.fdOf(pos.seg);
-      this.reads.set(fd, (this.reads.get(fd) ?? 0) + 1);
+      this.acquire(fd);
       let bytes: Buffer;
       try {
         bytes = await pread(fd, pos.len, pos.off);
       } finally {
-        this.readDone(fd);
+        this.release(fd);
       }
       return { kind, key, lifecycleRank: r, json: bytes.toString('utf8'), bytes };
     }
@@ -352,6 +359,7 @@ export class LogEventStore implements EventStore {
     }
     for (const [n, s] of bySeg) {
       const fd = this.fdOf(n);
+      this.acquire(fd);
       try {
         for (let i = 0, at = s.start; i < s.bufs.length; i += 256) {
           const part = s.bufs.slice(i, i + 256);
@@ -371,6 +379,8 @@ export class LogEventStore implements EventStore {
         this.seg = n;
         this.size = s.start;
         throw e;
+      } finally {
+        this.release(fd);
       }
     }
     this.seg = seg;
@@ -450,27 +460,52 @@ export class LogEventStore implements EventStore {
     return size > 0 && size + bytes > this.segmentBytes ? [this.createSegment(seg + 1), 0] : [seg, size];
   }
 
+  /**
+   * The open descriptor of segment `n`. At most `maxOpen` stay open (a store of many segments
+   * read across would otherwise run out of descriptors): the least recently used are closed,
+   * never the segment being written nor one with a read or write in flight.
+   */
   private fdOf(n: number): number {
     let fd = this.fds.get(n);
-    if (fd === undefined) {
-      fd = fs.openSync(path.join(this.opts.dir, segmentName(n, this.gens.get(n))), SEGMENT_FLAGS);
+    if (fd !== undefined) {
+      // Most recently used last.
+      this.fds.delete(n);
       this.fds.set(n, fd);
+      return fd;
     }
+    fd = fs.openSync(path.join(this.opts.dir, segmentName(n, this.gens.get(n))), SEGMENT_FLAGS);
+    this.fds.set(n, fd);
+    this.trim(n);
     return fd;
   }
 
-  private readDone(fd: number): void {
-    const left = (this.reads.get(fd) ?? 1) - 1;
-    if (left > 0) this.reads.set(fd, left);
+  /** Closes the least recently used descriptors beyond `maxOpen` that nothing uses (nor `keep`). */
+  private trim(keep?: number): void {
+    for (const [m, fd] of this.fds) {
+      if (this.fds.size <= this.maxOpen) return;
+      if (m === this.seg || m === keep || this.inUse.has(fd)) continue;
+      this.fds.delete(m);
+      fs.closeSync(fd);
+    }
+  }
+
+  private acquire(fd: number): void {
+    this.inUse.set(fd, (this.inUse.get(fd) ?? 0) + 1);
+  }
+
+  private release(fd: number): void {
+    const left = (this.inUse.get(fd) ?? 1) - 1;
+    if (left > 0) this.inUse.set(fd, left);
     else {
-      this.reads.delete(fd);
+      this.inUse.delete(fd);
       if (this.retired.delete(fd)) fs.closeSync(fd);
+      else if (this.fds.size > this.maxOpen) this.trim();
     }
   }
 
   /** Closes the descriptor of a replaced generation once no read uses it. */
   private retire(fd: number): void {
-    if (this.reads.has(fd)) this.retired.add(fd);
+    if (this.inUse.has(fd)) this.retired.add(fd);
     else fs.closeSync(fd);
   }
 

@@ -271,6 +271,8 @@ export interface EmbeddedStoreOptions {
   readonly eventSegmentBytes?: number;
   /** When and how the event log compacts its sealed segments. */
   readonly eventCompaction?: CompactionOptions;
+  /** Most event log segment files open at once (default 256; tests use fewer). */
+  readonly eventMaxOpenSegments?: number;
 }
 
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
@@ -295,6 +297,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       ...(opts.warn ? { warn: opts.warn } : {}),
       ...(opts.eventSegmentBytes ? { segmentBytes: opts.eventSegmentBytes } : {}),
       ...(opts.eventCompaction ? { compaction: opts.eventCompaction } : {}),
+      ...(opts.eventMaxOpenSegments ? { maxOpenSegments: opts.eventMaxOpenSegments } : {}),
     });
   } catch (e) {
     void root.close().finally(unlock);

@@ -140,6 +140,28 @@ describe('event log', () => {
     for (let i = 0; i < 200; i++) expect((await again.events.get('t', 'events', `e${i}`))?.json).toBe(doc(i));
   });
 
+  it('keeps at most the given number of segment files open, reading and writing across many', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { eventSegmentBytes: 1024, eventMaxOpenSegments: 3 });
+    const openFiles = () =>
+      fs.readdirSync('/proc/self/fd').filter((fd) => {
+        try {
+          return fs.readlinkSync(`/proc/self/fd/${fd}`).startsWith(path.join(dir, 'events'));
+        } catch {
+          return false;
+        }
+      }).length;
+    for (let i = 0; i < 120; i++) await s.events.write([put(`e${i}`, doc(i))]);
+    expect(segments(dir).length).toBeGreaterThan(10);
+    // Reads all over the log, in random order and at once, while writes go on.
+    const order = Array.from({ length: 120 }, (_, i) => i).sort(() => Math.random() - 0.5);
+    const reads = order.map(async (i) => expect((await s.events.get('t', 'events', `e${i}`))?.json).toBe(doc(i)));
+    const writes = Array.from({ length: 30 }, (_, j) => s.events.write([put(`w${j}`, doc(j))]));
+    await Promise.all([...reads, ...writes]);
+    expect(openFiles()).toBeLessThanOrEqual(3);
+    for (let j = 0; j < 30; j++) expect((await s.events.get('t', 'events', `w${j}`))?.json).toBe(doc(j));
+  });
+
   it('refuses to start on a damaged record that is not at the end of the log', async () => {
     const dir = tmp();
     const s = openAt(dir, { eventSegmentBytes: 1024 });
