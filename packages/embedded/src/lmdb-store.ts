@@ -27,7 +27,6 @@ import {
   encodeVersion,
   type EntityStore,
   type EntityTx,
-  type EventStore,
   type HolderRef,
   type PendingEffect,
   type StoredDocument,

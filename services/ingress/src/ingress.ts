@@ -2,7 +2,7 @@
  * The ingress: checks a change, gives a new document its id, and publishes it to the bus. It
  * answers only after the bus has durably accepted the change.
  */
-import { associationTarget, holdingMember, inlineEntities, validateEntity, type KindSegment, type OtmError } from '@otm/model';
+import { holdingMember, type KindSegment, type OtmError } from '@otm/model';
 import {
   OtmServiceError,
   TOPICS,
@@ -11,10 +11,8 @@ import {
   invalidDocument,
   isTelemetry,
   lifecycleRank,
-  newId,
   notFound,
   rememberText,
-  storageKey,
   TextPut,
   updateTarget,
   type Bus,
@@ -23,7 +21,7 @@ import {
   type PutMessage,
 } from '@otm/core';
 import { OUTCOME, type CheckedBulk } from './bulk-check.js';
-import { checkDocument, telemetryKey, type Accepted } from './check.js';
+import { checkDocument, isPlainTelemetry, telemetryKey, type Accepted } from './check.js';
 
 export { telemetryKey, type Accepted } from './check.js';
 
@@ -33,7 +31,6 @@ export interface IngressDeps {
   readonly readers: { readonly entities: DocumentReader; readonly events: DocumentReader };
   readonly now?: () => number;
 }
-
 
 /**
  * The bus messages of a put. Entity changes go to the entity topic keyed by the entity they
@@ -45,7 +42,7 @@ export interface IngressDeps {
 export function envelopesFor(message: PutMessage, partitionKey: string = message.key): Envelope[] {
   if (isTelemetry(message.kind, message.doc)) {
     const out: Envelope[] = [{ topic: TOPICS.telemetry, key: telemetryKey(message.doc, message.key), message }];
-    if (inlineEntities(message.kind, message.doc).some((e) => typeof e.entity.id === 'string')) {
+    if (!isPlainTelemetry(message.kind, message.doc)) {
       // Members named, not spread: a TextPut keeps `doc` on its prototype.
       const { tenant, kind, key, doc, acceptedAt } = message;
       out.push({ topic: TOPICS.entities, key, message: { v: 1, op: 'put', tenant, kind, key, doc, acceptedAt, inlineOnly: true } });
@@ -83,11 +80,6 @@ export class Ingress {
 
   constructor(private readonly deps: IngressDeps) {
     this.now = deps.now ?? Date.now;
-  }
-
-  /** Checks a document of `kind`; returns it with its id and storage key, or throws a 400. */
-  check(kind: KindSegment, body: unknown): Accepted {
-    return checkDocument(kind, body);
   }
 
   /**
@@ -139,7 +131,7 @@ export class Ingress {
    * then does not wait a turn for each.
    */
   private prepareNow(tenant: string, kind: KindSegment, body: unknown): Prepared | Promise<Prepared> {
-    return this.prepareChecked(tenant, kind, this.check(kind, body));
+    return this.prepareChecked(tenant, kind, checkDocument(kind, body));
   }
 
   /** `prepareNow` of a document that passed `check`. */
