@@ -5,7 +5,7 @@
  * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
  * and answered, and the CPU the service's main thread and its other threads used.
  *
- *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2]
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
  * Loopback only.
  */
@@ -18,6 +18,8 @@ import { fmt, mkTemp } from '../lib/util.mjs';
 const ROUNDS = Number(process.argv[2] ?? 2);
 const EVENTS = Number(process.argv[3] ?? 200_000);
 const SETTINGS = (process.argv[4] ?? '0,1,2').split(',').map(Number);
+/** Bulk requests in flight (the bench sends 2). */
+const IN_FLIGHT = Number(process.argv[5] ?? 2);
 const TOKEN = 'bulk-threads-diag-token';
 
 /** CPU seconds of the process's main thread, and of all its threads together. */
@@ -43,7 +45,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write`, LOG_LEVEL: 'warn', OTM_BULK_THREADS: String(threads) });
     try {
       const before = cpu(svc.child.pid);
-      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: 2, visibleTimeoutS: 120 });
+      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const after = cpu(svc.child.pid);
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
