@@ -250,6 +250,8 @@ export class LogEventStore implements EventStore {
   private compactTimer: NodeJS.Timeout | undefined;
   /** A segment sealed or an event deleted since compaction last looked. */
   private changedSinceLook = true;
+  /** Set when LMDB failed to commit a compaction's move: no more compaction in this process. */
+  private compactionStopped = false;
   /** Keys (puts) and prefixes (deletes) written while a segment is being compacted. */
   private touched: { keys: Set<string>; prefixes: Set<string> } | undefined;
 
@@ -640,7 +642,7 @@ export class LogEventStore implements EventStore {
     // index and its checkpoint have moved past it.
     this.applyIndex();
     await this.indexing;
-    if (this.indexFailed) return result;
+    if (this.indexFailed || this.compactionStopped) return result;
     const live = await this.liveBytes();
     for (const n of this.segs.filter((x) => x < this.seg)) {
       if (this.closed) break;
@@ -717,14 +719,19 @@ export class LogEventStore implements EventStore {
       await this.opts.compaction?.onStep?.('written', n);
       if (this.closed) throw new Error('event store closed');
 
-      // One turn from here to the commit: nothing can change the index in between.
+      // In this one turn: the moved entries go to LMDB with the segment's new generation (one
+      // transaction: lmdb-js commits the writes of an event-loop turn together), reads switch to
+      // the new file, finding the moved positions in `recent` until the commit.
       const { keys, prefixes } = this.touched;
-      const moved = kept.filter((r) => r.put && !keys.has(r.k) && !prefixes.has(prefixOfKey(r.k)));
-      this.opts.root.transactionSync(() => {
-        for (const r of moved) this.index.putSync(r.k, encodePos({ seg: n, off: r.to + (r.off - r.start), len: r.len }));
-        this.meta.putSync(genKey(n), kept.length === 0 ? GONE : String(newGen));
-      });
-      newFile = undefined; // the index names it now
+      const moved = kept
+        .filter((r) => r.put && !keys.has(r.k) && !prefixes.has(prefixOfKey(r.k)))
+        .map((r) => ({ k: r.k, pos: { seg: n, off: r.to + (r.off - r.start), len: r.len } }));
+      for (const m of moved) {
+        this.recent.set(m.k, m.pos);
+        void this.index.put(m.k, encodePos(m.pos));
+      }
+      const committed = this.meta.put(genKey(n), kept.length === 0 ? GONE : String(newGen));
+      newFile = undefined; // read from now on; removed at the next start if the commit fails
       const oldFd = this.fds.get(n);
       this.fds.delete(n);
       if (kept.length === 0) {
@@ -732,6 +739,18 @@ export class LogEventStore implements EventStore {
         this.segs = this.segs.filter((x) => x !== n);
       } else this.gens.set(n, newGen);
       if (oldFd !== undefined) this.retire(oldFd);
+      eventIndexBehind.set(this.recent.size);
+      try {
+        await committed;
+      } catch (e) {
+        // Both generations stay: this process reads the new one (through `recent`), the next
+        // start the old one, which the index still names.
+        this.compactionStopped = true;
+        this.opts.warn?.(`event log compaction stopped until the next start: LMDB did not commit segment ${n}'s move (${(e as Error)?.message ?? e})`);
+        return undefined;
+      }
+      for (const m of moved) if (this.recent.get(m.k) === m.pos) this.recent.delete(m.k);
+      eventIndexBehind.set(this.recent.size);
       await this.opts.compaction?.onStep?.('committed', n);
 
       await src.close();

@@ -392,6 +392,34 @@ describe('event log compaction', () => {
     expect(await read(again, 'small')).toBeUndefined();
   });
 
+  it('when LMDB fails to commit the move, reads go on from the new generation and the next start goes back to the old one', async () => {
+    const dir = tmp();
+    const warnings: string[] = [];
+    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: (m) => warnings.push(m) });
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
+    await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
+    await s.events.write([put('b', fixed(0))]);
+    await new Promise((r) => setTimeout(r, 50)); // indexed
+    // The compaction's transaction fails (lmdb-js answers all writes of one with one promise).
+    const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
+    const real = { index: store.index.put, meta: store.meta.put };
+    const failure = Promise.reject(new Error('MDB_MAP_FULL'));
+    failure.catch(() => {});
+    store.index.put = store.meta.put = () => failure;
+    expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
+    store.index.put = real.index;
+    store.meta.put = real.meta;
+    expect(warnings.join()).toMatch(/compaction stopped until the next start.*MDB_MAP_FULL/);
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    for (let j = 0; j < 18; j++) expect(await read(s, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+    // No second try in this process.
+    expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
+    await closeIt(s);
+    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: () => {} });
+    expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log']);
+    for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+  });
+
   it('after a crash: a new generation that was not committed is removed at start, and so is an old one that was', async () => {
     const dir = tmp();
     const crash = { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 0, onStep: (step: string) => { if (step === 'committed') throw new Error('crash'); } } };
