@@ -2,6 +2,9 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 export const registry = new Registry();
+
+/** Buckets of the histograms of seconds: 1 ms to 2.5 s. */
+const SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5];
 collectDefaultMetrics({ register: registry });
 
 /** Update and association effects that could not be applied (the reason is also logged). */
@@ -31,7 +34,22 @@ export const batchSeconds = new Histogram({
   name: 'otm_worker_batch_seconds',
   help: 'Time to apply one batch of bus messages, store commit included',
   labelNames: ['topic'] as const,
-  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  buckets: SECONDS_BUCKETS,
+  registers: [registry],
+});
+
+/** Bulk bodies parsed and checked (ingress): where, how long, and how many at once. */
+export const bulkCheckSeconds = new Histogram({
+  name: 'otm_bulk_check_seconds',
+  help: 'Time to parse and check one bulk body, waiting for a free checking thread included',
+  labelNames: ['where'] as const,
+  buckets: SECONDS_BUCKETS,
+  registers: [registry],
+});
+
+export const bulkChecksInFlight = new Gauge({
+  name: 'otm_bulk_checks_in_flight',
+  help: 'Bulk bodies being checked on a checking thread or waiting for one',
   registers: [registry],
 });
 

@@ -6,6 +6,7 @@
  * the event loop: a thread hop costs more than it saves for a few documents.
  */
 import { Piscina } from 'piscina';
+import { bulkCheckSeconds, bulkChecksInFlight } from '@otm/core';
 import { checkBulk, type BulkCheckTask, type CheckedBulk, type RefusedBulk } from './bulk-check.js';
 
 export interface BulkCheckerOptions {
@@ -43,11 +44,25 @@ export class BulkChecker {
    * Checks a body. A body handed to a thread may be moved there: the caller must not use it
    * afterwards.
    */
-  check(task: BulkCheckTask): Promise<CheckedBulk | RefusedBulk> {
-    if (this.pool === undefined || task.body.length < this.minBytes) return Promise.resolve(checkBulk(task));
+  async check(task: BulkCheckTask): Promise<CheckedBulk | RefusedBulk> {
+    if (this.pool === undefined || task.body.length < this.minBytes) {
+      const end = bulkCheckSeconds.startTimer({ where: 'event_loop' });
+      try {
+        return checkBulk(task);
+      } finally {
+        end();
+      }
+    }
     const body = task.body;
     const transferList = typeof body !== 'string' && ownsBuffer(body) ? [body.buffer as ArrayBuffer] : undefined;
-    return this.pool.run(task, { transferList });
+    const end = bulkCheckSeconds.startTimer({ where: 'thread' });
+    bulkChecksInFlight.inc();
+    try {
+      return await this.pool.run(task, { transferList });
+    } finally {
+      bulkChecksInFlight.dec();
+      end();
+    }
   }
 
   /** Stops the threads (a body being checked is abandoned: its request has been answered or dropped). */

@@ -4,6 +4,7 @@
  * The thread runs the compiled module: `npm test` builds before it runs the tests.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { registry } from '@otm/core';
 import { BulkChecker, OUTCOME, checkBulk, type BulkCheckTask, type CheckedBulk } from '../src/index.js';
 
 const location = (i: number, extra: Record<string, unknown> = {}) => ({
@@ -55,6 +56,10 @@ describe('BulkChecker on a worker thread', () => {
       checkBulk(task(`${JSON.stringify(items[0])}\n\nnot json\n`, { format: 'ndjson' })),
     );
     expect(await checker.check(task('[{},{},{}]', { maxItems: 2 }))).toMatchObject({ ok: false, status: 413 });
+    // Counted at GET /metrics, by where they were checked.
+    const metrics = await registry.metrics();
+    expect(metrics).toMatch(/otm_bulk_check_seconds_count\{where="thread"\} [3-9]/);
+    expect(metrics).toMatch(/otm_bulk_checks_in_flight 0/);
   });
 
   it('moves a body that owns its memory to the thread, and copies one that shares it', async () => {
