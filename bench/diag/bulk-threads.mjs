@@ -3,7 +3,7 @@
  * worker threads (1, 2): the bench's bulk scenario (200,000 location events in JSON arrays of
  * 5,000, 2 requests in flight, then every vehicle's last event of every batch polled by GET) run
  * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
- * and answered, and the CPU the service's main thread and its other threads used.
+ * and answered, the CPU the service's main thread and its other threads used, and its peak RSS.
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
@@ -47,13 +47,14 @@ for (let round = 1; round <= ROUNDS; round++) {
       const before = cpu(svc.child.pid);
       const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const after = cpu(svc.child.pid);
+      const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8'))[1]) / 1024;
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
-      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all) };
+      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all), hwm };
       results.get(threads).push(row);
       console.log(
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
-          `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs`,
+          `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
       );
     } finally {
       await stop(svc);
