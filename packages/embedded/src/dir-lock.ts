@@ -56,16 +56,17 @@ export function lockDataDir(dir: string): () => void {
   fs.mkdirSync(abs, { recursive: true });
   const file = path.join(abs, LOCK_FILE);
   const mine = JSON.stringify({ pid: process.pid, start: startOf(process.pid) });
-  for (let attempt = 0; ; attempt++) {
+  /** Creates the lock file; false when one is there already. */
+  const take = (): boolean => {
     try {
       fs.writeFileSync(file, mine, { flag: 'wx' });
-      break;
+      return true;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) {
-        if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new DataDirLockedError(abs, `another process took ${file} at the same moment`);
-        throw e;
-      }
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw e;
     }
+  };
+  if (!take()) {
     let owner: { pid?: unknown; start?: unknown } = {};
     try {
       owner = JSON.parse(fs.readFileSync(file, 'utf8')) as typeof owner;
@@ -76,6 +77,7 @@ export function lockDataDir(dir: string): () => void {
       throw new DataDirLockedError(abs, `another otm process (pid ${String(owner.pid)}) has it open; stop that one first (${file} names it)`);
     }
     fs.rmSync(file, { force: true }); // its owner is gone: take it over
+    if (!take()) throw new DataDirLockedError(abs, `another process took ${file} at the same moment`);
   }
   held.add(abs);
   return () => {

@@ -688,7 +688,8 @@ export class LogEventStore implements EventStore {
    */
   private async compactSegment(n: number, minDeadRatio: number): Promise<{ removed: boolean; reclaimed: number } | undefined> {
     // Not while index changes that point into the segment, or the checkpoint, are uncommitted.
-    if ([...this.recent.values()].some((p) => p.seg === n) || Number(this.committedCheckpoint.split(':')[0]) <= n) return undefined;
+    if (Number(this.committedCheckpoint.split(':')[0]) <= n) return undefined;
+    for (const p of this.recent.values()) if (p.seg === n) return undefined;
     const oldGen = this.gens.get(n) ?? 0;
     const oldFile = path.join(this.opts.dir, segmentName(n, oldGen));
     this.touched = { keys: new Set(), prefixes: new Set() };

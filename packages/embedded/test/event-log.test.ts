@@ -208,21 +208,15 @@ describe('event log', () => {
     const s = openAt(dir, { warn: (m) => warnings.push(m) });
     await s.events.write([put('before', doc(1))]);
     await new Promise((r) => setTimeout(r, 50)); // 'before' is in the index and the checkpoint after it
-    // From here on every LMDB commit of the index fails (a full disk under LMDB, say). lmdb-js
-    // answers all writes of one transaction with one promise, so both get the same rejected one.
-    const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
-    const real = { index: store.index.put, meta: store.meta.put };
-    const failure = Promise.reject(new Error('MDB_MAP_FULL'));
-    failure.catch(() => {});
-    store.index.put = store.meta.put = () => failure;
+    // From here on every LMDB commit of the index fails (a full disk under LMDB, say).
+    const restore = failCommits(s);
     await s.events.write([put('during', doc(2))]);
     await new Promise((r) => setTimeout(r, 50));
     expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
     expect(await value('otm_event_index_failed')).toBe(1);
     expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
     // Later index commits succeed again; the checkpoint must still not move past 'during'.
-    store.index.put = real.index;
-    store.meta.put = real.meta;
+    restore();
     await s.events.write([put('after', doc(3))]);
     await closeIt(s);
     const again = openAt(dir);
@@ -263,13 +257,24 @@ describe('event log compaction', () => {
   // Records of ~150 bytes (key ~14, document 125, header 11): 18-19 fit in a segment of 4 KB.
   const fixed = (i: number, v = 0) => JSON.stringify({ id: `e${i}`, v, pad: 'p'.repeat(100) });
   const manual = { eventCompaction: { intervalMs: 0 } };
+  /** Segments of 4 KB, compaction only when called. */
+  const small = { eventSegmentBytes: 4096, ...manual };
+  /** Closes `s`, then runs `expected` on the folder reopened, and again after a full rebuild of the index. */
+  const afterRestartAndRebuild = async (s: EmbeddedStores, dir: string, expected: (store: EmbeddedStores) => Promise<void>) => {
+    await closeIt(s);
+    const again = openAt(dir, small);
+    await expected(again);
+    await closeIt(again);
+    await clearIndex(dir);
+    await expected(openAt(dir, small));
+  };
   const del = (key: string): DocumentWrite => ({ op: 'delete', tenant: 't', kind: 'events', key });
   const logBytes = (dir: string) => segments(dir).reduce((a, f) => a + fs.statSync(path.join(dir, 'events', f)).size, 0);
   const read = async (s: EmbeddedStores, key: string) => (await s.events.get('t', 'events', key))?.json;
 
   it('rewrites sealed segments without replaced and deleted events; every event reads the same after, after a restart and after a full rebuild', async () => {
     const dir = tmp();
-    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const s = openAt(dir, small);
     for (let i = 0; i < 60; i += 10) await s.events.write(Array.from({ length: 10 }, (_, j) => put(`e${i + j}`, fixed(i + j))));
     for (let i = 0; i < 30; i += 10) await s.events.write(Array.from({ length: 10 }, (_, j) => put(`e${i + j}`, fixed(i + j, 1))));
     await s.events.write(Array.from({ length: 15 }, (_, j) => del(`e${30 + j}`)));
@@ -291,17 +296,12 @@ describe('event log compaction', () => {
     // Nothing left worth compacting: a second pass changes nothing.
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
 
-    await closeIt(s);
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
-    await expected(again);
-    await closeIt(again);
-    await clearIndex(dir);
-    await expected(openAt(dir, { eventSegmentBytes: 4096, ...manual }));
+    await afterRestartAndRebuild(s, dir, expected);
   });
 
   it('keeps a deletion while an older segment holds the event it deletes, so that a rebuild does not bring the event back', async () => {
     const dir = tmp();
-    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const s = openAt(dir, small);
     await s.events.write([put('x', fixed(0)), ...Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j)))]); // segment 1, mostly live
     await s.events.write(Array.from({ length: 18 }, (_, j) => put(`b${j}`, fixed(j)))); // segment 2
     await s.events.write([del('x')]); // segment 2
@@ -315,7 +315,7 @@ describe('event log compaction', () => {
     expect(await read(s, 'x')).toBeUndefined();
     await closeIt(s);
     await clearIndex(dir);
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const again = openAt(dir, small);
     expect(await read(again, 'x')).toBeUndefined();
     for (let j = 0; j < 18; j++) expect(await read(again, `b${j}`)).toBe(fixed(j, 1));
     expect(await read(again, 'a5')).toBe(fixed(5));
@@ -332,7 +332,7 @@ describe('event log compaction', () => {
     for (let j = 0; j < 18; j++) expect(await read(s, `a${j}`)).toBe(fixed(j, 1));
     await closeIt(s);
     await clearIndex(dir);
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const again = openAt(dir, small);
     for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, 1));
   });
 
@@ -368,16 +368,12 @@ describe('event log compaction', () => {
       for (let j = 0; j < 15; j++) expect(await read(store, `d${j}`)).toBe(fixed(j, 1));
     };
     await expected(s);
-    await closeIt(s);
-    await expected((s = openAt(dir, { eventSegmentBytes: 4096, ...manual })));
-    await closeIt(s);
-    await clearIndex(dir);
-    await expected(openAt(dir, { eventSegmentBytes: 4096, ...manual }));
+    await afterRestartAndRebuild(s, dir, expected);
   });
 
   it('copies records larger than the pieces it reads and writes (1 MB)', async () => {
     const dir = tmp();
-    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const s = openAt(dir, small);
     const big = (c: string) => JSON.stringify({ id: c, text: c.repeat(5 * 1024 * 1024) });
     await s.events.write([put('big1', big('a')), put('big2', big('b')), put('small', fixed(1))]);
     await s.events.write([put('big1', fixed(2)), del('small')]);
@@ -386,7 +382,7 @@ describe('event log compaction', () => {
     expect(await read(s, 'big1')).toBe(fixed(2));
     await closeIt(s);
     await clearIndex(dir);
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const again = openAt(dir, small);
     expect(await read(again, 'big2')).toBe(big('b'));
     expect(await read(again, 'big1')).toBe(fixed(2));
     expect(await read(again, 'small')).toBeUndefined();
@@ -395,27 +391,22 @@ describe('event log compaction', () => {
   it('when LMDB fails to commit the move, reads go on from the new generation and the next start goes back to the old one', async () => {
     const dir = tmp();
     const warnings: string[] = [];
-    const s = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: (m) => warnings.push(m) });
+    const s = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
     await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
     await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
     await s.events.write([put('b', fixed(0))]);
     await new Promise((r) => setTimeout(r, 50)); // indexed
-    // The compaction's transaction fails (lmdb-js answers all writes of one with one promise).
-    const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
-    const real = { index: store.index.put, meta: store.meta.put };
-    const failure = Promise.reject(new Error('MDB_MAP_FULL'));
-    failure.catch(() => {});
-    store.index.put = store.meta.put = () => failure;
+    // The compaction's transaction fails.
+    const restore = failCommits(s);
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
-    store.index.put = real.index;
-    store.meta.put = real.meta;
+    restore();
     expect(warnings.join()).toMatch(/compaction stopped until the next start.*MDB_MAP_FULL/);
     expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
     for (let j = 0; j < 18; j++) expect(await read(s, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
     // No second try in this process.
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
     await closeIt(s);
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: () => {} });
+    const again = openAt(dir, { ...small, warn: () => {} });
     expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log']);
     for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
   });
@@ -435,13 +426,13 @@ describe('event log compaction', () => {
     fs.writeFileSync(path.join(dir, 'events', '0000000001.2.log'), 'half written');
 
     const warnings: string[] = [];
-    const again = openAt(dir, { eventSegmentBytes: 4096, ...manual, warn: (m) => warnings.push(m) });
+    const again = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
     expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
     expect(warnings.join('\n')).toMatch(/removed 0000000001\.log.*\n.*removed 0000000001\.2\.log|removed 0000000001\.2\.log.*\n.*removed 0000000001\.log/);
     for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
     await closeIt(again);
     await clearIndex(dir);
-    const rebuilt = openAt(dir, { eventSegmentBytes: 4096, ...manual });
+    const rebuilt = openAt(dir, small);
     for (let j = 0; j < 18; j++) expect(await read(rebuilt, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
   });
 });
@@ -504,6 +495,23 @@ describe.skipIf(!canMount)('event log on a full disk (a tmpfs of 512 KB)', () =>
 });
 
 /** Drops the event index and its checkpoint, as if none of its commits had reached the disk. */
+/**
+ * Makes every LMDB commit of the event index fail (a full disk under LMDB, say) until the returned
+ * function is called. lmdb-js answers all writes of one transaction with one promise, so the
+ * index and meta writes all get the same rejected one.
+ */
+function failCommits(s: EmbeddedStores): () => void {
+  const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
+  const real = { index: store.index.put, meta: store.meta.put };
+  const failure = Promise.reject(new Error('MDB_MAP_FULL'));
+  failure.catch(() => {});
+  store.index.put = store.meta.put = () => failure;
+  return () => {
+    store.index.put = real.index;
+    store.meta.put = real.meta;
+  };
+}
+
 async function clearIndex(dir: string): Promise<void> {
   const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
   root.openDB({ name: 'event-index', encoding: 'binary' }).clearSync();

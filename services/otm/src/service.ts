@@ -86,13 +86,14 @@ export async function createService(
       return checks;
     },
   });
-  const bulkChecker = roles.ingress ? new BulkChecker({ threads: opts.bulkThreads ?? 0, minBytes: opts.bulkThreadMinBytes }) : undefined;
+  let bulkChecker: BulkChecker | undefined;
   if (roles.ingress) {
+    bulkChecker = new BulkChecker({ threads: opts.bulkThreads ?? 0, minBytes: opts.bulkThreadMinBytes });
     registerIngressRoutes(app, new Ingress({ bus, readers: { entities, events } }), {
       bulkLimit: opts.bulkLimit ?? 16_777_216,
       bulkMaxItems: opts.bulkMaxItems ?? 10_000,
       maxDepth: opts.maxDepth,
-      bulkChecker: bulkChecker!,
+      bulkChecker,
     });
   }
   if (roles.query) registerQueryRoutes(app, new Query({ entities, events }));
