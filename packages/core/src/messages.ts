@@ -3,6 +3,7 @@
  * and by Kafka (as JSON), so both deployments run the same worker code.
  */
 import type { KindSegment } from '@otm/model';
+import type { StoredDocument, VersionStamp } from './ports.js';
 
 export const TOPICS = {
   /** Changes to entities; key: the storage key of the entity changed (per-entity order). */
@@ -90,25 +91,41 @@ export function jsonOf(doc: Readonly<Record<string, unknown>>): string {
  * store needs (lifecycle rank, last modified), and parses the text only when something reads
  * `doc`. Bulk telemetry then reaches the event store, or Kafka, as that text without being parsed
  * again on the event loop. A spread (`{ ...message }`) does not copy `doc`, which lives on the
- * prototype: make copies with their members named.
+ * prototype: make copies with their members named. It is also the version it writes
+ * (`StoredDocument`), so that a worker in the same process hands it to the event store as it is.
  */
-export class TextPut implements PutMessage {
+export class TextPut implements PutMessage, StoredDocument {
   readonly v = 1;
   readonly op = 'put';
   #doc: Readonly<Record<string, unknown>> | undefined;
+  #json: string | undefined;
+  /** The document's JSON as UTF-8 bytes, when it came as bytes (then `json` decodes them once, if asked). */
+  readonly bytes: Buffer | undefined;
 
   constructor(
     readonly tenant: string,
     readonly kind: KindSegment,
     readonly key: string,
     readonly acceptedAt: number,
-    /** The document as JSON text, with its id. */
-    readonly json: string,
+    /** The document as JSON, with its id: text, or its UTF-8 bytes. */
+    text: string | Buffer,
     /** Its lifecycle rank (0 without one). */
     readonly lifecycleRank: number,
     /** Its `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither. */
     readonly modified: number,
-  ) {}
+  ) {
+    if (typeof text === 'string') this.#json = text;
+    else this.bytes = text;
+  }
+
+  /** The document as JSON text. */
+  get json(): string {
+    return (this.#json ??= this.bytes!.toString('utf8'));
+  }
+
+  get stamp(): VersionStamp {
+    return { modified: this.modified, acceptedAt: this.acceptedAt };
+  }
 
   get doc(): Readonly<Record<string, unknown>> {
     if (this.#doc === undefined) {
@@ -122,7 +139,9 @@ export class TextPut implements PutMessage {
 
 /**
  * Remembers `text` as the JSON text of `doc` for `jsonOf`: only for a document just parsed from
- * text that `JSON.stringify` made (parsing and encoding such text again gives it back unchanged).
+ * that text, when the text is what `JSON.stringify` made (parsing and encoding such text again gives
+ * it back unchanged) or a bulk item's own plain bytes (services/ingress/src/item-bytes.ts: the same
+ * value for every reader).
  */
 export function rememberText(doc: Readonly<Record<string, unknown>>, text: string): void {
   texts.set(doc, text);
@@ -130,16 +149,20 @@ export function rememberText(doc: Readonly<Record<string, unknown>>, text: strin
 
 const DOC_MEMBER = ',"doc":';
 
+const CLOSE = Buffer.from('}');
+
 /**
  * A change message as JSON for a bus that carries text (Kafka). The document comes last and is
  * the text `jsonOf` made, so that `decodeMessage` can hand the same text to the worker instead of
- * the worker encoding the document again.
+ * the worker encoding the document again. A TextPut that holds its document as UTF-8 bytes is
+ * encoded as bytes (the same text), without decoding them.
  */
-export function encodeMessage(message: ChangeMessage): string {
+export function encodeMessage(message: ChangeMessage): string | Buffer {
   if (message.op !== 'put') return JSON.stringify(message);
   if (message instanceof TextPut) {
-    const { v, op, tenant, kind, key, acceptedAt } = message;
-    return `${JSON.stringify({ v, op, tenant, kind, key, acceptedAt }).slice(0, -1)}${DOC_MEMBER}${message.json}}`;
+    const { v, op, tenant, kind, key, acceptedAt, bytes } = message;
+    const head = `${JSON.stringify({ v, op, tenant, kind, key, acceptedAt }).slice(0, -1)}${DOC_MEMBER}`;
+    return bytes === undefined ? `${head}${message.json}}` : Buffer.concat([Buffer.from(head), bytes, CLOSE]);
   }
   const { doc, ...rest } = message;
   return `${JSON.stringify(rest).slice(0, -1)}${DOC_MEMBER}${jsonOf(doc)}}`;
@@ -147,8 +170,8 @@ export function encodeMessage(message: ChangeMessage): string {
 
 /**
  * Parses what `encodeMessage` made (or any JSON change message). When the document is the last
- * member, its text is remembered for `jsonOf`: the text is the sender's `JSON.stringify` of the
- * document, and parsing then encoding such text gives it back unchanged.
+ * member, its text is remembered for `jsonOf`: the text is the sender's `jsonOf` text of the
+ * document (see `rememberText`).
  */
 export function decodeMessage(text: string): ChangeMessage {
   const message = JSON.parse(text) as ChangeMessage;

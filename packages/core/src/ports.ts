@@ -72,7 +72,7 @@ export interface StoredDocument {
   readonly lifecycleRank: number;
   /** The document as JSON text, exactly as it will be answered. */
   readonly json: string;
-  /** The same text as UTF-8 bytes, when the store has them (read as bytes, or kept in its cache): answered as they are. */
+  /** The same text as UTF-8 bytes, when at hand (read as bytes, kept in a cache, or received as bytes): answered or written as they are. */
   readonly bytes?: Buffer;
   /** The same document as a value, for adapters that index its fields (not kept by them). */
   readonly value?: Readonly<Record<string, unknown>>;

@@ -38,7 +38,7 @@ describe('TextPut: a put that carries its checked text', () => {
     const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0);
     const encoded = encodeMessage(m);
     expect(encoded).toBe(encodeMessage({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, doc }));
-    const back = decodeMessage(encoded) as { doc: Record<string, unknown> };
+    const back = decodeMessage(encoded as string) as { doc: Record<string, unknown> };
     expect(back).toEqual({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, doc });
     expect(jsonOf(back.doc)).toBe(text);
   });
@@ -50,5 +50,19 @@ describe('TextPut: a put that carries its checked text', () => {
     expect(jsonOf(m.doc)).toBe(text);
     // What a reader of PutMessage sees: the members, with doc.
     expect({ v: m.v, op: m.op, tenant: m.tenant, kind: m.kind, key: m.key, acceptedAt: m.acceptedAt }).toEqual({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7 });
+  });
+
+  it('holds its document as UTF-8 bytes when given them: the same json, stamp and Kafka message', () => {
+    const plain = '{"id":"k1","lat":52.4000,"s":"\\u00e9"}';
+    const m = new TextPut('acme', 'events', 'k1', 7, Buffer.from(plain), 4, 1000);
+    expect(m.bytes?.toString()).toBe(plain);
+    expect(m.json).toBe(plain);
+    expect(m.stamp).toEqual({ modified: 1000, acceptedAt: 7 });
+    const encoded = encodeMessage(m);
+    expect(Buffer.isBuffer(encoded)).toBe(true);
+    expect(encoded.toString()).toBe(encodeMessage(new TextPut('acme', 'events', 'k1', 7, plain, 4, 1000)));
+    const back = decodeMessage(encoded.toString()) as { doc: Record<string, unknown> };
+    expect(back.doc).toEqual({ id: 'k1', lat: 52.4, s: 'é' });
+    expect(jsonOf(back.doc)).toBe(plain);
   });
 });

@@ -311,7 +311,7 @@ export class KafkaBus implements Bus {
     if (this.sending || this.queue.length === 0) return;
     this.sending = true;
     const taken = this.queue.splice(0, this.queue.length);
-    const byTopic = new Map<string, { key: string; value: string }[]>();
+    const byTopic = new Map<string, { key: string; value: string | Buffer }[]>();
     for (const t of taken) {
       for (const e of t.envelopes) {
         const list = byTopic.get(e.topic) ?? [];

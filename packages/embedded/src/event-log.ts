@@ -126,7 +126,7 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
     const k = w.op === 'put' ? prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank : prefixOf(w.tenant, w.kind, w.key);
     const kb = Buffer.byteLength(k);
     if (kb > 0xffff) throw new Error(`event key too long (${kb} bytes)`);
-    const jb = w.op === 'put' ? Buffer.byteLength(w.doc.json) : 0;
+    const jb = w.op === 'put' ? (w.doc.bytes?.length ?? Buffer.byteLength(w.doc.json)) : 0;
     keys.push(k);
     keyBytes.push(kb);
     jsonBytes.push(jb);
@@ -144,7 +144,9 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
     buf.writeUInt16LE(kb, body + 1);
     buf.write(keys[i]!, body + 3, kb, 'utf8');
     if (w.op === 'put') {
-      buf.write(w.doc.json, body + 3 + kb, jb, 'utf8');
+      const bytes = w.doc.bytes;
+      if (bytes !== undefined) bytes.copy(buf, body + 3 + kb);
+      else buf.write(w.doc.json, body + 3 + kb, jb, 'utf8');
       ops.push({ k: keys[i]!, at: body + 3 + kb, len: jb });
     } else ops.push({ prefix: keys[i]! });
     buf.writeUInt32LE(end - body, at);

@@ -74,6 +74,10 @@ export function openApiDocument(): Record<string, unknown> {
       post: {
         operationId: `bulkCreate${name}`,
         summary: `Extension: many ${k.segment} at once, each checked like a PUT`,
+        description:
+          'Each document is checked and stored as a PUT of it would be; invalid ones are reported by index. ' +
+          'A telemetry event sent as plain JSON (compact, with its id, no repeated member name, no member name starting with a digit, ' +
+          'no number with an exponent or more than 15 significant digits) is stored as the bytes sent; any other document as its re-encoded JSON.',
         tags: [k.label, 'Extensions'],
         parameters: [{ name: 'atomic', in: 'query', required: false, schema: { type: 'boolean' }, description: 'all or nothing' }],
         requestBody: {

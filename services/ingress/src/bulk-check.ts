@@ -3,11 +3,14 @@
  * accepted one as the text that will be stored. It reads no store and publishes nothing, so it can
  * run on a worker thread (bulk-checker.ts sends large bodies there) as well as on the event loop,
  * with the same result. Its answer is built to cross threads cheaply: flat arrays, one entry per
- * item, no parsed documents.
+ * item, no parsed documents. A telemetry document whose own bytes can be stored as they are
+ * (item-bytes.ts) is answered as its span in the body, which comes back with the answer, instead
+ * of being encoded again as text.
  */
 import type { KindSegment, OtmError } from '@otm/model';
 import { OtmServiceError, exceedsDepthOf, invalidDocument, lifecycleRank, modifiedOf, parseJsonBody, type ErrorCode, type ErrorItem } from '@otm/core';
 import { checkDocument, isPlainTelemetry, telemetryKey } from './check.js';
+import { arraySpans, countMembers, lineSpan, type ScannedValue } from './item-bytes.js';
 
 export type BulkFormat = 'json' | 'ndjson';
 
@@ -39,10 +42,17 @@ export interface CheckedBulk {
   readonly outcome: Uint8Array;
   /** The error items of each rejected item, as [index, items]. */
   readonly rejected: Array<[number, OtmError[]]>;
-  /** Per item ('' for a rejected one): its id, its storage key, its JSON text with the id. */
+  /**
+   * Per item ('' for a rejected one): its id, its storage key, its JSON text with the id ('' when
+   * the text is its span of `body`).
+   */
   readonly ids: string[];
   readonly keys: string[];
   readonly texts: string[];
+  /** Per item, [start, end) of its text in `body` when its text there is what is stored; else 0, 0. */
+  readonly spans: Uint32Array;
+  /** The body's bytes, when some item's text is a span of it. */
+  readonly body: Uint8Array | undefined;
   /** Per telemetry item ('' and 0 for others): partition key (vehicle or sensor), lifecycle rank, last modified (ms). */
   readonly partitions: string[];
   readonly ranks: Uint8Array;
@@ -74,28 +84,62 @@ function textOf(body: Uint8Array | string): string {
   }
 }
 
-function itemsOf(task: BulkCheckTask): Item[] {
+/** The documents of a body, with where each lies in the body's bytes when those are at hand. */
+interface Items {
+  readonly items: Item[];
+  readonly bytes?: Uint8Array;
+  /** Per item: [start, end) in `bytes`, whether those bytes are plain, and the members counted in them. */
+  readonly spans?: Uint32Array;
+  readonly plain?: Uint8Array;
+  readonly members?: Uint32Array;
+}
+
+function itemsOf(task: BulkCheckTask): Items {
   const text = textOf(task.body);
+  const bytes = typeof task.body === 'string' ? undefined : task.body;
   if (task.format === 'json') {
     const body = parseJsonBody(text, task.maxDepth);
-    if (Array.isArray(body)) return body.map((doc: unknown) => ({ doc }));
-    throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
+    if (!Array.isArray(body)) {
+      throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
+    }
+    const items = body.map((doc: unknown) => ({ doc }));
+    const found = bytes === undefined ? undefined : arraySpans(bytes, items.length);
+    return found === undefined ? { items } : { items, bytes, ...found };
   }
   const items: Item[] = [];
-  for (const line of text.split('\n')) {
+  const lines = text.split('\n');
+  // Byte spans of the lines: a newline byte is a newline character (UTF-8 never uses 0x0a otherwise).
+  const spans = new Uint32Array(2 * lines.length);
+  const plain = new Uint8Array(lines.length);
+  const members = new Uint32Array(lines.length);
+  const v: ScannedValue = { end: 0, plain: false, members: 0 };
+  let lineStart = 0;
+  for (const line of lines) {
+    const newline = bytes === undefined ? -1 : bytes.indexOf(0x0a, lineStart);
+    const lineEnd = newline === -1 ? (bytes?.length ?? 0) : newline;
+    const from = lineStart;
+    lineStart = lineEnd + 1;
     if (line.trim() === '') continue;
     try {
       const doc: unknown = JSON.parse(line);
-      items.push(
-        exceedsDepthOf(doc, task.maxDepth)
-          ? { error: { type: 'invalidJson', message: `the document nests objects and arrays deeper than ${task.maxDepth} levels` } }
-          : { doc },
-      );
+      if (exceedsDepthOf(doc, task.maxDepth)) {
+        items.push({ error: { type: 'invalidJson', message: `the document nests objects and arrays deeper than ${task.maxDepth} levels` } });
+        continue;
+      }
+      const k = items.length;
+      items.push({ doc });
+      if (bytes !== undefined) {
+        const { start, v: scanned } = lineSpan(bytes, from, lineEnd, v);
+        spans[2 * k] = start;
+        spans[2 * k + 1] = scanned.end;
+        plain[k] = scanned.plain ? 1 : 0;
+        members[k] = scanned.members;
+      }
     } catch (e) {
       items.push({ error: { type: 'invalidJson', message: `the line is not valid JSON: ${(e as Error).message}` } });
     }
   }
-  return items;
+  return bytes === undefined ? { items } : { items, bytes, spans, plain, members };
 }
 
 const refused = (e: OtmServiceError): RefusedBulk => ({
@@ -108,13 +152,14 @@ const refused = (e: OtmServiceError): RefusedBulk => ({
 
 /** Checks every document of a bulk body. Never throws for bad input: a refusal is an answer. */
 export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
-  let items: Item[];
+  let found: Items;
   try {
-    items = itemsOf(task);
+    found = itemsOf(task);
   } catch (e) {
     if (e instanceof OtmServiceError) return refused(e);
     throw e;
   }
+  const { items } = found;
   const count = items.length;
   if (count > task.maxItems) {
     return refused(
@@ -131,6 +176,8 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
   const keys: string[] = new Array<string>(count);
   const texts: string[] = new Array<string>(count);
   const partitions: string[] = new Array<string>(count);
+  const spans = new Uint32Array(2 * count);
+  let spanned = false;
   for (let i = 0; i < count; i++) {
     const item = items[i]!;
     ids[i] = keys[i] = texts[i] = partitions[i] = '';
@@ -142,17 +189,27 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
       const { key, doc } = checkDocument(task.kind, item.doc);
       ids[i] = doc.id as string;
       keys[i] = key;
-      texts[i] = JSON.stringify(doc);
       if (isPlainTelemetry(task.kind, doc)) {
+        // Its own bytes, when plain, hold every member it was checked with (no name repeated) and
+        // its id was not generated; else the text JSON.stringify makes, as for a single PUT.
+        if (found.plain?.[i] === 1 && doc === item.doc && countMembers(doc) === found.members![i]) {
+          spans[2 * i] = found.spans![2 * i]!;
+          spans[2 * i + 1] = found.spans![2 * i + 1]!;
+          spanned = true;
+        } else texts[i] = JSON.stringify(doc);
         outcome[i] = OUTCOME.telemetry;
         partitions[i] = telemetryKey(doc, key);
         ranks[i] = lifecycleRank(doc.lifecycle);
         modified[i] = modifiedOf(doc);
-      } else outcome[i] = OUTCOME.other;
+      } else {
+        texts[i] = JSON.stringify(doc);
+        outcome[i] = OUTCOME.other;
+      }
     } catch (e) {
       if (e instanceof OtmServiceError && e.status === 400) rejected.push([i, e.items as OtmError[]]);
       else throw e;
     }
   }
-  return { ok: true, count, outcome, rejected, ids, keys, texts, partitions, ranks, modified };
+  const body = spanned ? found.bytes : undefined;
+  return { ok: true, count, outcome, rejected, ids, keys, texts, spans, body, partitions, ranks, modified };
 }

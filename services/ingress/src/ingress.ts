@@ -72,8 +72,19 @@ const hasEffect = (kind: KindSegment, doc: Readonly<Record<string, unknown>>): b
 /** A checked document with its bus messages. */
 type Prepared = Accepted & { envelopes: Envelope[] };
 
-/** Per item: its id (accepted) or the model's error items (rejected). */
-export type BulkResult = { index: number; id: string; key: string } | { index: number; errors: OtmError[] };
+/**
+ * What became of the items of a bulk request, item by item: the id of each accepted one, the
+ * model's error items of each rejected one. Flat, not an object an item: a request holds thousands.
+ */
+export interface BulkResult {
+  readonly count: number;
+  /** Per item: its id when accepted, '' when rejected. */
+  readonly ids: readonly string[];
+  /** The error items of each rejected item, by index. */
+  readonly errors: ReadonlyMap<number, OtmError[]>;
+}
+
+const NOT_ALL: OtmError[] = [{ type: 'invalidField', field: '$', message: 'not accepted: another item of this atomic request is invalid' }];
 
 export class Ingress {
   private readonly now: () => number;
@@ -156,37 +167,41 @@ export class Ingress {
    * checked text (TextPut), not parsed again here; other documents are parsed from their text, and
    * update and association events are checked against stored state as a single PUT's are.
    */
-  async bulk(tenant: string, kind: KindSegment, checked: CheckedBulk, atomic: boolean): Promise<BulkResult[]> {
-    const results: BulkResult[] = [];
+  async bulk(tenant: string, kind: KindSegment, checked: CheckedBulk, atomic: boolean): Promise<BulkResult> {
+    const count = checked.count;
     const envelopes: Envelope[] = [];
     const errors = new Map(checked.rejected);
-    const { outcome, ids, keys, texts } = checked;
-    for (let index = 0; index < checked.count; index++) {
+    const { outcome, texts, spans } = checked;
+    const body = checked.body === undefined ? undefined : Buffer.from(checked.body.buffer, checked.body.byteOffset, checked.body.byteLength);
+    const ids = checked.ids.slice();
+    const acceptedAt = this.now();
+    for (let index = 0; index < count; index++) {
       const kept = outcome[index];
       if (kept === OUTCOME.telemetry) {
-        const message = new TextPut(tenant, kind, keys[index]!, this.now(), texts[index]!, checked.ranks[index]!, checked.modified[index]!);
+        // Its text, or its own bytes in the body (a span of them, not a copy).
+        const text = texts[index] !== '' ? texts[index]! : body!.subarray(spans[2 * index], spans[2 * index + 1]);
+        const message = new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, text, checked.ranks[index]!, checked.modified[index]!);
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
-        results.push({ index, id: ids[index]!, key: keys[index]! });
       } else if (kept === OUTCOME.other) {
         try {
           const doc = JSON.parse(texts[index]!) as Record<string, unknown>;
           rememberText(doc, texts[index]!);
-          const now = this.prepareChecked(tenant, kind, { key: keys[index]!, doc });
+          const now = this.prepareChecked(tenant, kind, { key: checked.keys[index]!, doc });
           const p = now instanceof Promise ? await now : now;
-          results.push({ index, id: ids[index]!, key: p.key });
           envelopes.push(...p.envelopes);
         } catch (e) {
-          if (e instanceof OtmServiceError && e.status === 400) results.push({ index, errors: e.items as OtmError[] });
-          else throw e;
+          if (!(e instanceof OtmServiceError && e.status === 400)) throw e;
+          errors.set(index, e.items as OtmError[]);
+          ids[index] = '';
         }
-      } else results.push({ index, errors: errors.get(index) ?? [] });
+      } else ids[index] = '';
     }
-    const rejected = results.some((r) => 'errors' in r);
-    if (atomic && rejected) {
-      return results.map((r) => ('errors' in r ? r : { index: r.index, errors: [{ type: 'invalidField', field: '$', message: 'not accepted: another item of this atomic request is invalid' }] }));
+    if (atomic && errors.size > 0) {
+      for (let index = 0; index < count; index++) if (!errors.has(index)) errors.set(index, NOT_ALL);
+      return { count, ids: ids.fill(''), errors };
     }
     if (envelopes.length > 0) await this.deps.bus.publish(envelopes);
-    return results;
+    return { count, ids, errors };
   }
 
   /** Deletes every lifecycle version of the entity; 404 when there is none. */

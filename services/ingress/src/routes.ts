@@ -3,7 +3,7 @@ import { invalidDocument, jsonOf } from '@otm/core';
 import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
 import { refusal, type BulkFormat } from './bulk-check.js';
 import type { BulkChecker } from './bulk-checker.js';
-import type { Ingress } from './ingress.js';
+import type { BulkResult, Ingress } from './ingress.js';
 
 export interface IngressRouteOptions {
   /** Largest bulk body (bytes) and most documents in one bulk request. */
@@ -18,6 +18,20 @@ export interface IngressRouteOptions {
 interface RawBulkBody {
   readonly format: BulkFormat;
   readonly body: Buffer;
+}
+
+/**
+ * The answer to a bulk request as JSON text: `{"accepted":N,"rejected":M,"items":[…]}` with, per
+ * item in order, `{"index":i,"id":…}` or `{"index":i,"errors":[…]}`. Written directly rather than
+ * as an object an item for the serializer: a request holds thousands of items.
+ */
+export function bulkAnswer({ count, ids, errors }: BulkResult): string {
+  const items: string[] = new Array<string>(count);
+  for (let i = 0; i < count; i++) {
+    const e = errors.get(i);
+    items[i] = e === undefined ? `{"index":${i},"id":${JSON.stringify(ids[i])}}` : `{"index":${i},"errors":${JSON.stringify(e)}}`;
+  }
+  return `{"accepted":${count - errors.size},"rejected":${errors.size},"items":[${items.join(',')}]}`;
 }
 
 interface KindParams {
@@ -53,13 +67,8 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
         const { format, body } = req.body ?? { format: 'json', body: Buffer.alloc(0) };
         const checked = await opts.bulkChecker.check({ body, format, kind, maxDepth: opts.maxDepth, maxItems: opts.bulkMaxItems });
         if (!checked.ok) throw refusal(checked);
-        const results = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
-        const rejected = results.filter((r) => 'errors' in r).length;
-        return reply.code(200).send({
-          accepted: results.length - rejected,
-          rejected,
-          items: results.map((r) => ('errors' in r ? { index: r.index, errors: r.errors } : { index: r.index, id: r.id })),
-        });
+        const result = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
+        return reply.code(200).type(JSON_TYPE).send(bulkAnswer(result));
       },
     );
   });

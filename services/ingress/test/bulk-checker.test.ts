@@ -38,6 +38,33 @@ describe('checkBulk', () => {
     expect(r.ids).toEqual([items[0]!.id, '', items[2]!.id, items[3]!.id]);
   });
 
+  it('answers a plain telemetry document as its span of the body, others as the text JSON.stringify makes', () => {
+    const plain = '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000010","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10}}';
+    const spaced = '{"eventType": "locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000011","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
+    const repeated = '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000012","id":"6b000000-0000-4000-8000-000000000013","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
+    const noId = '{"eventType":"locationUpdateEvent","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
+    const entity = '{"entityType":"vehicle","id":"6c000000-0000-4000-8000-000000000009"}';
+    for (const [format, body] of [
+      ['json', Buffer.from(`[${plain},${spaced},${repeated},${noId}]`)],
+      ['ndjson', Buffer.from(`${plain}\r\n${spaced}\n\n${repeated}\n${noId}`)],
+    ] as const) {
+      const r = checkBulk(task(body, { format })) as CheckedBulk;
+      expect([...r.outcome]).toEqual([OUTCOME.telemetry, OUTCOME.telemetry, OUTCOME.telemetry, OUTCOME.telemetry]);
+      expect(r.texts[0]).toBe('');
+      expect(Buffer.from(r.body!).subarray(r.spans[0], r.spans[1]).toString()).toBe(plain);
+      // Whitespace, a repeated name, a generated id: encoded again, as a single PUT would store it.
+      expect(r.texts[1]).toBe(JSON.stringify(JSON.parse(spaced)));
+      expect(r.texts[2]).toBe(JSON.stringify(JSON.parse(repeated)));
+      expect(r.ids[2]).toBe('6b000000-0000-4000-8000-000000000013');
+      expect(JSON.parse(r.texts[3]!)).toEqual({ id: r.ids[3], ...JSON.parse(noId) });
+      expect([...r.spans.subarray(2)]).toEqual([0, 0, 0, 0, 0, 0]);
+    }
+    // A body given as text, and documents that are not telemetry: always text.
+    expect(checkBulk(task(`[${plain}]`))).toMatchObject({ texts: [JSON.stringify(JSON.parse(plain))], body: undefined });
+    const r = checkBulk(task(Buffer.from(`[${entity}]`), { kind: 'vehicles' })) as CheckedBulk;
+    expect(r).toMatchObject({ texts: [entity], body: undefined });
+  });
+
   it('refuses a body that is not an array, and too many documents, with the error to answer', () => {
     expect(checkBulk(task('{}'))).toMatchObject({ ok: false, status: 400, code: 'invalidDocument', items: [{ type: 'invalidJson' }] });
     expect(checkBulk(task('[{},{},{}]', { maxItems: 2 }))).toMatchObject({ ok: false, status: 413, items: [{ type: 'payloadTooLarge' }] });
@@ -69,6 +96,9 @@ describe('BulkChecker on a worker thread', () => {
     const r = (await checker.check(task(owned))) as CheckedBulk;
     expect(r.count).toBe(50);
     expect(owned.byteLength).toBe(0); // moved: detached here
+    // …and moved back with the answer, the documents' texts being spans of it.
+    const back = Buffer.from(r.body!.buffer, r.body!.byteOffset, r.body!.byteLength);
+    expect(back.subarray(r.spans[2 * 49], r.spans[2 * 49 + 1]).toString()).toBe(JSON.stringify(location(149)));
 
     const shared = Buffer.from('[]'); // a slice of Node's shared pool
     expect(shared.byteLength).toBeLessThan(shared.buffer.byteLength);

@@ -92,6 +92,25 @@ describe.each([
     }
   });
 
+  it('stores a compact event as the bytes it was sent as; one with whitespace or a repeated name encoded again', async () => {
+    const id = (i: number) => `5b000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+    const compact = `{"eventType":"locationUpdateEvent","id":"${id(2001)}","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10},"externalAttributes":{"note":"\\u00e9 \\/"}}`;
+    const spaced = `{ "eventType": "locationUpdateEvent", "id": "${id(2002)}", "geoReference": { "type": "latLonPointGeoReference", "lat": 52.4000, "lon": 5 } }`;
+    const repeated = `{"eventType":"locationUpdateEvent","id":"${id(2003)}","lifecycle":"planned","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}`;
+    for (const [type, body] of [
+      ['application/json', `[${compact},${spaced},${repeated}]`],
+      ['application/x-ndjson', `${compact}\n${spaced}\n${repeated}\n`],
+    ] as const) {
+      const res = await post('/api/v5/bulk/events', Buffer.from(body), type);
+      expect(res.json(), res.body).toMatchObject({ accepted: 3, rejected: 0 });
+      expect((await get(`/api/v5/events/${id(2001)}`)).body).toBe(compact);
+      expect((await get(`/api/v5/events/${id(2002)}`)).body).toBe(JSON.stringify(JSON.parse(spaced)));
+      const last = await get(`/api/v5/events/${id(2003)}`);
+      expect(last.body).toBe(JSON.stringify(JSON.parse(repeated)));
+      expect(last.json().lifecycle).toBe('actual');
+    }
+  });
+
   it('keeps entities held inline by an event, and checks association events against stored state', async () => {
     const vid = '5d000000-0000-4000-8000-000000000001';
     const sid = '5d000000-0000-4000-8000-000000000002';

@@ -25,10 +25,10 @@ export function toWrite(envelope: Envelope): DocumentWrite {
   const m = envelope.message;
   if (m.op === 'delete') return { op: 'delete', tenant: m.tenant, kind: m.kind, key: m.key };
   if (m instanceof TextPut) {
-    // Checked and encoded before (a bulk request): the text and its facts, nothing parsed here. No
-    // `value`: a store that indexes fields (ClickHouse) parses the text itself.
-    const stamp = { modified: m.modified, acceptedAt: m.acceptedAt };
-    return { op: 'put', tenant: m.tenant, doc: { kind: m.kind, key: m.key, lifecycleRank: m.lifecycleRank, json: m.json, stamp } };
+    // Checked and encoded before (a bulk request): the message is the version it writes, its text
+    // and facts, nothing parsed here. No `value`: a store that indexes fields (ClickHouse) parses
+    // the text itself.
+    return { op: 'put', tenant: m.tenant, doc: m };
   }
   return {
     op: 'put',

@@ -1,0 +1,207 @@
+/**
+ * Where each document of a bulk body lies in its bytes, and whether those bytes can be stored as
+ * they are instead of the document being encoded again with `JSON.stringify`.
+ *
+ * A document's bytes are kept when they are plain JSON that every reader parses to the value that
+ * was checked: compact (no whitespace between tokens), no member name that starts with a digit
+ * (JavaScript would list such members first), no number with an exponent or with more than 15
+ * significant digits (other parsers could read another value, or none), and no object that repeats
+ * a member name (parsers disagree on which one counts: the caller compares the number of members
+ * counted here with the number in the parsed document, `countMembers`). Escapes in strings and
+ * trailing zeros in fractions (`52.4000`) are kept as sent: they denote the same value everywhere.
+ *
+ * The scanner reads bytes that have been parsed as JSON already (the whole body, or the line), so
+ * it follows the structure without checking it again. Bytes >= 0x80 occur only inside strings in
+ * valid JSON, and never equal `"` or `\`: scanning bytes rather than characters is safe.
+ */
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COLON = 0x3a;
+const COMMA = 0x2c;
+const MINUS = 0x2d;
+const DOT = 0x2e;
+const ZERO = 0x30;
+const NINE = 0x39;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+
+const isDigit = (c: number): boolean => c >= ZERO && c <= NINE;
+const isSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+
+/** Per open bracket, whether it is an object (a comma separates members in both); reused. */
+const openBrackets: boolean[] = [];
+
+/** What `scanValue` found out about the value it went over. */
+export interface ScannedValue {
+  /** Where the value ends (one past its last byte). */
+  end: number;
+  /** Whether its bytes may be stored as they are (see the top of this file). */
+  plain: boolean;
+  /** Members of all its objects, at any depth (one colon each). */
+  members: number;
+}
+
+/** Whether the number token b[start, end) is one every JSON parser reads as the same double. */
+function plainNumber(b: Uint8Array, start: number, end: number): boolean {
+  let i = start;
+  if (b[i] === MINUS) i++;
+  const intStart = i;
+  while (i < end && isDigit(b[i]!)) i++;
+  const intDigits = i - intStart;
+  const zeroInt = intDigits === 1 && b[intStart] === ZERO;
+  let fracDigits = 0;
+  let leadingZeros = 0;
+  if (i < end && b[i] === DOT) {
+    i++;
+    const fracStart = i;
+    while (i < end && isDigit(b[i]!)) i++;
+    fracDigits = i - fracStart;
+    while (leadingZeros < fracDigits && b[fracStart + leadingZeros] === ZERO) leadingZeros++;
+  }
+  if (i !== end) return false; // an exponent
+  const significant = zeroInt ? fracDigits - leadingZeros : intDigits + fracDigits;
+  return significant <= 15;
+}
+
+/**
+ * Goes over the JSON value that starts at `b[start]` (not whitespace) and reports where it ends,
+ * whether its bytes are plain and how many object members it holds. `into` is filled and returned
+ * (one object reused for every item of a body).
+ */
+export function scanValue(b: Uint8Array, start: number, into: ScannedValue, limit: number = b.length): ScannedValue {
+  const n = limit;
+  let i = start;
+  let depth = 0;
+  let plain = true;
+  let members = 0;
+  /** The next string is a member name: after `{`, and after `,` inside an object. */
+  let nameNext = false;
+  const objects = openBrackets;
+  objects.length = 0;
+  do {
+    const c = b[i]!;
+    if (c === QUOTE) {
+      if (nameNext) {
+        if (isDigit(b[i + 1]!)) plain = false;
+        nameNext = false;
+      }
+      i++;
+      for (;;) {
+        const d = b[i]!;
+        if (d === QUOTE) break;
+        i += d === BACKSLASH ? 2 : 1;
+      }
+      i++;
+    } else if (c === OPEN_OBJECT) {
+      objects.push(true);
+      depth++;
+      nameNext = true;
+      i++;
+    } else if (c === OPEN_ARRAY) {
+      objects.push(false);
+      depth++;
+      i++;
+    } else if (c === CLOSE_OBJECT || c === CLOSE_ARRAY) {
+      objects.pop();
+      depth--;
+      nameNext = false;
+      i++;
+    } else if (c === COLON) {
+      members++;
+      i++;
+    } else if (c === COMMA) {
+      nameNext = objects[objects.length - 1] === true;
+      i++;
+    } else if (c === MINUS || isDigit(c)) {
+      const from = i;
+      i++;
+      while (i < n) {
+        const d = b[i]!;
+        if (isDigit(d) || d === DOT || d === 0x65 || d === 0x45 || d === 0x2b || d === MINUS) i++;
+        else break;
+      }
+      if (!plainNumber(b, from, i)) plain = false;
+    } else if (isSpace(c)) {
+      plain = false;
+      i++;
+    } else {
+      // true, false, null
+      i += c === 0x66 ? 5 : 4;
+    }
+  } while (depth > 0 && i < n);
+  into.end = i;
+  into.plain = plain;
+  into.members = members;
+  return into;
+}
+
+/**
+ * The byte span of each document of a JSON array body, as [start, end) pairs, with whether each is
+ * plain and its member count; undefined when the body is not an array of `count` values (it was
+ * parsed as such, so that would be a bug here: the caller then encodes every document instead).
+ */
+export function arraySpans(
+  b: Uint8Array,
+  count: number,
+): { spans: Uint32Array; plain: Uint8Array; members: Uint32Array } | undefined {
+  const spans = new Uint32Array(2 * count);
+  const plain = new Uint8Array(count);
+  const members = new Uint32Array(count);
+  const n = b.length;
+  let i = 0;
+  while (i < n && isSpace(b[i]!)) i++;
+  if (b[i] !== OPEN_ARRAY) return undefined;
+  i++;
+  const v: ScannedValue = { end: 0, plain: false, members: 0 };
+  for (let k = 0; ; k++) {
+    while (i < n && isSpace(b[i]!)) i++;
+    if (b[i] === CLOSE_ARRAY) return k === count ? { spans, plain, members } : undefined;
+    if (k === count) return undefined;
+    scanValue(b, i, v);
+    spans[2 * k] = i;
+    spans[2 * k + 1] = v.end;
+    plain[k] = v.plain ? 1 : 0;
+    members[k] = v.members;
+    i = v.end;
+    while (i < n && isSpace(b[i]!)) i++;
+    if (b[i] === COMMA) i++;
+    else if (b[i] !== CLOSE_ARRAY) return undefined;
+  }
+}
+
+/**
+ * The span of the value on the line b[start, end) (an NDJSON line that parsed), without the
+ * whitespace around it; `plain` is false unless the value fills the rest exactly.
+ */
+export function lineSpan(b: Uint8Array, start: number, end: number, into: ScannedValue): { start: number; v: ScannedValue } {
+  let s = start;
+  let e = end;
+  while (s < e && isSpace(b[s]!)) s++;
+  while (e > s && isSpace(b[e - 1]!)) e--;
+  scanValue(b, s, into, e);
+  if (into.end !== e) into.plain = false;
+  return { start: s, v: into };
+}
+
+/** Members of all objects in `value`, at any depth: equal to `ScannedValue.members` unless a name was repeated. */
+export function countMembers(value: unknown): number {
+  let count = 0;
+  const stack: unknown[] = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (const item of v) if (item !== null && typeof item === 'object') stack.push(item);
+    } else {
+      for (const key in v) {
+        count++;
+        const item = (v as Record<string, unknown>)[key];
+        if (item !== null && typeof item === 'object') stack.push(item);
+      }
+    }
+  }
+  return count;
+}

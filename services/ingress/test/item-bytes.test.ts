@@ -1,0 +1,124 @@
+/**
+ * Finding documents in a bulk body's bytes, and telling when those bytes can be stored as they are.
+ */
+import { describe, expect, it } from 'vitest';
+import { arraySpans, countMembers, lineSpan, scanValue, type ScannedValue } from '../src/item-bytes.js';
+
+const bytes = (s: string) => Buffer.from(s, 'utf8');
+const scan = (s: string): ScannedValue => scanValue(bytes(s), 0, { end: 0, plain: false, members: 0 });
+
+/** A decimal number as sign, digits without leading or trailing zeros, and exponent (0.digits × 10^exp). */
+function decimal(s: string): string {
+  const m = /^(-?)(\d*)(?:\.(\d*))?(?:e([+-]?\d+))?$/i.exec(s)!;
+  let digits = m[2]! + (m[3] ?? '');
+  let exp = m[2]!.length + Number(m[4] ?? 0);
+  const lead = /^0*/.exec(digits)![0].length;
+  digits = digits.slice(lead).replace(/0+$/, '');
+  exp -= lead;
+  return digits === '' ? '0' : `${m[1]}0.${digits}e${exp}`;
+}
+
+describe('scanValue', () => {
+  it('finds where a value ends and counts the members of its objects at any depth', () => {
+    const text = '{"a":{"b":[1,{"c":null,"d":true}],"e":"x"},"f":false}';
+    expect(scan(`${text},{"z":1}`)).toEqual({ end: text.length, plain: true, members: 6 });
+    expect(scan('[]')).toEqual({ end: 2, plain: true, members: 0 });
+    expect(scan('{}')).toEqual({ end: 2, plain: true, members: 0 });
+    expect(scan('"top"')).toEqual({ end: 5, plain: true, members: 0 });
+    expect(scan('-12.5,')).toEqual({ end: 5, plain: true, members: 0 });
+  });
+
+  it('is not misled by brackets, colons, commas and escaped quotes inside strings', () => {
+    const text = '{"a:b":"}],{:\\"\\\\","c":"\\u00e9\\/\\n","ü":"ünïcödé ✓"}';
+    expect(JSON.parse(text)).toBeTruthy();
+    expect(scan(`${text}]`)).toEqual({ end: bytes(text).length, plain: true, members: 3 });
+  });
+
+  it('calls plain only bytes that every reader parses to the value checked', () => {
+    expect(scan('{"lat":52.4000,"lon":-0.5,"n":0,"m":-0,"big":123456789012345,"tiny":0.000000000000001}').plain).toBe(true);
+    expect(scan('{"s":"\\u0041\\ud83d\\ude00"}').plain).toBe(true);
+    // Whitespace between tokens (not inside strings).
+    expect(scan('{"a": 1}').plain).toBe(false);
+    expect(scan('{"a":1 }').plain).toBe(false);
+    expect(scan('{"a":[1,\n2]}').plain).toBe(false);
+    expect(scan('{"a":"x y"}').plain).toBe(true);
+    // Exponents, and more than 15 significant digits.
+    expect(scan('{"a":1e5}').plain).toBe(false);
+    expect(scan('{"a":1.5E-3}').plain).toBe(false);
+    expect(scan('{"a":1234567890123456}').plain).toBe(false);
+    expect(scan('{"a":0.1234567890123456}').plain).toBe(false);
+    expect(scan('{"a":123456789.0123456}').plain).toBe(false);
+    // A member name that starts with a digit (JavaScript lists those first).
+    expect(scan('{"b":1,"1":2}').plain).toBe(false);
+    expect(scan('{"b":"1"}').plain).toBe(true);
+  });
+
+  it('plain numbers read back as the same double from their shortest form', () => {
+    // A decimal of at most 15 significant digits is the only such decimal of its double.
+    for (let i = 0; i < 20_000; i++) {
+      const digits = 1 + Math.floor(Math.random() * 15);
+      let d = '';
+      for (let k = 0; k < digits; k++) d += String(Math.floor(Math.random() * 10));
+      const point = Math.floor(Math.random() * (digits + 1));
+      let token = point === digits ? d : `${d.slice(0, point) || '0'}.${d.slice(point)}`;
+      token = token.replace(/^0+(?=\d)/, '');
+      if (Math.random() < 0.5) token = `-${token}`;
+      const v = scan(token);
+      expect(v.plain).toBe(true);
+      // The token and the shortest form of its double denote the same decimal.
+      expect(decimal(String(Number(token)))).toBe(decimal(token));
+    }
+  });
+});
+
+describe('arraySpans', () => {
+  it('gives the byte span of each document of an array, whitespace around them left out', () => {
+    const docs = ['{"a":1}', '{"b":"é","c":[{"d":2}]}', '{}'];
+    const body = bytes(` [ ${docs[0]} ,\n${docs[1]},${docs[2]}\t]\n`);
+    const found = arraySpans(body, 3)!;
+    const at = (k: number) => body.subarray(found.spans[2 * k], found.spans[2 * k + 1]).toString();
+    expect([at(0), at(1), at(2)]).toEqual(docs);
+    expect([...found.plain]).toEqual([1, 1, 1]);
+    expect([...found.members]).toEqual([1, 3, 0]);
+  });
+
+  it('matches JSON.stringify for documents of every shape', () => {
+    const docs = Array.from({ length: 200 }, (_, i) => ({
+      id: `id-${i}`,
+      n: i * 1.25,
+      neg: -i,
+      s: `quote " backslash \\ newline \n tab \t ${String.fromCharCode(i)} ü ✓`,
+      nested: { list: [i, { x: null, y: [true, false, [], {}] }], empty: '' },
+    }));
+    const body = bytes(JSON.stringify(docs));
+    const found = arraySpans(body, docs.length)!;
+    docs.forEach((doc, k) => {
+      expect(body.subarray(found.spans[2 * k], found.spans[2 * k + 1]).toString()).toBe(JSON.stringify(doc));
+      expect(found.plain[k]).toBe(1);
+      expect(found.members[k]).toBe(countMembers(doc));
+    });
+  });
+
+  it('answers undefined when the body is not an array of that many values', () => {
+    expect(arraySpans(bytes('{"a":1}'), 1)).toBeUndefined();
+    expect(arraySpans(bytes('[{"a":1},{"b":2}]'), 1)).toBeUndefined();
+    expect(arraySpans(bytes('[{"a":1}]'), 2)).toBeUndefined();
+    expect(arraySpans(bytes('[]'), 0)).toMatchObject({ spans: new Uint32Array(0) });
+  });
+});
+
+describe('lineSpan and countMembers', () => {
+  it('takes an NDJSON line without the whitespace around it', () => {
+    const body = bytes('  {"a":1}\r\n{"b":2} x');
+    const v: ScannedValue = { end: 0, plain: false, members: 0 };
+    expect(lineSpan(body, 0, 10, v)).toMatchObject({ start: 2, v: { end: 9, plain: true, members: 1 } });
+    // Something after the value on the line: not plain.
+    expect(lineSpan(body, 11, body.length, v).v.plain).toBe(false);
+  });
+
+  it('counts fewer members than the bytes hold when a name is repeated', () => {
+    const text = '{"a":1,"b":{"c":2,"c":3},"a":4}';
+    expect(scan(text).members).toBe(5);
+    expect(countMembers(JSON.parse(text))).toBe(3);
+  });
+});
