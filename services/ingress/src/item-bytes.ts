@@ -89,7 +89,8 @@ export function scanValue(b: Uint8Array, start: number, into: ScannedValue, limi
         nameNext = false;
       }
       i++;
-      for (;;) {
+      // Bounded, though the bytes parsed as JSON: never run past the end whatever they hold.
+      while (i < n) {
         const d = b[i]!;
         if (d === QUOTE) break;
         i += d === BACKSLASH ? 2 : 1;

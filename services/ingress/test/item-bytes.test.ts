@@ -69,6 +69,11 @@ describe('scanValue', () => {
       expect(decimal(String(Number(token)))).toBe(decimal(token));
     }
   });
+  it('stops at the end of bytes that are not JSON (it is only given JSON, but must never run on)', () => {
+    for (const text of ['"abc', '{"a":"x\\', '[[[', '{"a":tru', '-', '"\\"']) {
+      expect(scan(text).end).toBeGreaterThanOrEqual(text.length);
+    }
+  });
 });
 
 describe('arraySpans', () => {
