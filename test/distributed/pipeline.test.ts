@@ -163,6 +163,23 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     }
   }, 300_000);
 
+  it('a compact bulk event is answered by GET as the bytes it was sent as, through Kafka and ClickHouse', async () => {
+    const id = '7b000000-0000-4000-8000-000000000001';
+    const sent =
+      `{"eventType":"locationUpdateEvent","id":"${id}","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10},` +
+      `"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"7b000000-0000-4000-8000-000000000099"},"externalAttributes":{"note":"\\u00e9 \\/"}}`;
+    const spaced = { eventType: 'locationUpdateEvent', id: '7b000000-0000-4000-8000-000000000002', lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 5 } };
+    const r = await fetch(`${c.url}/api/v5/bulk/events`, { method: 'POST', headers: H(), body: `[${sent}, ${JSON.stringify(spaced, null, 2)}]` });
+    expect(((await r.json()) as { accepted: number }).accepted).toBe(2);
+    const text = async (path: string) => {
+      const res = await fetch(`${c.url}${path}`, { headers: H() });
+      return res.status === 200 ? res.text() : undefined;
+    };
+    expect(await eventually(() => text(`/api/v5/events/${id}`), 20_000, 'the compact event')).toBe(sent);
+    // Sent with whitespace: stored as JSON.stringify makes it, as a single PUT would.
+    expect(await eventually(() => text(`/api/v5/events/${spaced.id}`), 20_000, 'the spaced event')).toBe(JSON.stringify(spaced));
+  }, 60_000);
+
   it('two telemetry workers share the partitions; one leaving hands its partitions over without loss', async () => {
     await c.startRole('worker-2', ['worker', '--telemetry']);
     const idOf = (i: number) => `7d000000-0000-4000-8000-${String(i).padStart(12, '0')}`;

@@ -104,6 +104,50 @@ describe('arraySpans', () => {
     });
   });
 
+  it('agrees with the parsed values on random documents: spans, members, and when the bytes are plain', () => {
+    // A seeded generator, so that a failure can be replayed.
+    let seed = 20261123;
+    const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
+    const chars = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\u0001', 'é', '✓', '😀', '{', '}', '[', ']', ':', ','];
+    const str = () => Array.from({ length: Math.floor(rnd() * 8) }, () => pick(chars)).join('');
+    const num = () => pick([0, -0, 1, -17, 52.4, 0.1, 1e21, 1e-7, 123456789012345, 1234567890123456, 2 ** 53, Math.PI, -1.5e-300, rnd() * 1000]);
+    const value = (depth: number): unknown => {
+      const r = rnd();
+      if (depth <= 0 || r < 0.4) return pick([() => str(), () => num(), () => true, () => false, () => null])();
+      if (r < 0.7) return Array.from({ length: Math.floor(rnd() * 4) }, () => value(depth - 1));
+      const o: Record<string, unknown> = {};
+      for (let i = Math.floor(rnd() * 5); i > 0; i--) o[rnd() < 0.1 ? String(Math.floor(rnd() * 9)) + str() : str()] = value(depth - 1);
+      return o;
+    };
+    // What the bytes JSON.stringify makes must be called, from the parsed value: not plain with a
+    // number JavaScript writes with an exponent or with more than 15 digits, or a name starting with a digit.
+    const plainValue = (v: unknown): boolean => {
+      if (typeof v === 'number') {
+        const t = String(v);
+        return !/e/i.test(t) && t.replace(/^-/, '').replace('.', '').replace(/^0+/, '').length <= 15;
+      }
+      if (Array.isArray(v)) return v.every(plainValue);
+      if (v !== null && typeof v === 'object') return Object.entries(v).every(([k, x]) => !/^[0-9]/.test(k) && plainValue(x));
+      return true;
+    };
+    for (let round = 0; round < 200; round++) {
+      const docs = Array.from({ length: 1 + Math.floor(rnd() * 6) }, () => value(4));
+      const texts = docs.map((d) => JSON.stringify(d));
+      const spaced = rnd() < 0.3;
+      const body = bytes(`[${texts.map((t, i) => (spaced && i % 2 === 1 ? JSON.stringify(docs[i], null, 1) : t)).join(' , ')}]`);
+      const found = arraySpans(body, docs.length)!;
+      expect(found, `round ${round}`).toBeDefined();
+      docs.forEach((doc, k) => {
+        const text = body.subarray(found.spans[2 * k], found.spans[2 * k + 1]).toString();
+        expect(JSON.parse(text)).toEqual(JSON.parse(texts[k]!));
+        expect(found.members[k]).toBe(countMembers(doc));
+        const hasSpace = spaced && k % 2 === 1 && text !== texts[k];
+        expect(found.plain[k] === 1, `round ${round}, item ${k}: ${text}`).toBe(!hasSpace && plainValue(doc));
+      });
+    }
+  });
+
   it('answers undefined when the body is not an array of that many values', () => {
     expect(arraySpans(bytes('{"a":1}'), 1)).toBeUndefined();
     expect(arraySpans(bytes('[{"a":1},{"b":2}]'), 1)).toBeUndefined();
