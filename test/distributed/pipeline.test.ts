@@ -163,7 +163,7 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     }
   }, 300_000);
 
-  it('a compact bulk event is answered by GET as the bytes it was sent as, through Kafka and ClickHouse', async () => {
+  it('a compact event, in bulk or by PUT, is answered by GET as the bytes it was sent as, through Kafka and ClickHouse', async () => {
     const id = '7b000000-0000-4000-8000-000000000001';
     const sent =
       `{"eventType":"locationUpdateEvent","id":"${id}","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10},` +
@@ -178,6 +178,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     expect(await eventually(() => text(`/api/v5/events/${id}`), 20_000, 'the compact event')).toBe(sent);
     // Sent with whitespace: stored as JSON.stringify makes it, as a single PUT would.
     expect(await eventually(() => text(`/api/v5/events/${spaced.id}`), 20_000, 'the spaced event')).toBe(JSON.stringify(spaced));
+    // A single PUT of a plain event: answered and stored as sent too.
+    const one = sent.replaceAll(id, '7b000000-0000-4000-8000-000000000003');
+    const p = await fetch(`${c.url}/api/v5/events`, { method: 'PUT', headers: H(), body: one });
+    expect(await p.text()).toBe(one);
+    expect(await eventually(() => text('/api/v5/events/7b000000-0000-4000-8000-000000000003'), 20_000, 'the PUT event')).toBe(one);
   }, 60_000);
 
   it('two telemetry workers share the partitions; one leaving hands its partitions over without loss', async () => {

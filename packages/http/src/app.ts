@@ -9,6 +9,8 @@ import { openApiDocument } from './openapi.js';
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal | undefined;
+    /** A JSON body as it came (bytes, and the text decoded from them), beside its parsed value in `body`. */
+    sentBody: { readonly bytes: Buffer; readonly text: string } | undefined;
   }
   interface FastifyContextConfig {
     /** The scope an `/api/v5` route needs; routes without it need no authentication. */
@@ -66,18 +68,24 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
 
   app.decorateRequest('principal', undefined);
+  app.decorateRequest('sentBody', undefined);
 
   // Only JSON is accepted; any other content type gets fastify's 415, mapped below.
   app.removeAllContentTypeParsers();
+  // The body's bytes and text stay with the request (`sentBody`): the ingress may store a document
+  // as the bytes it was sent as (services/ingress/src/item-bytes.ts).
   app.addContentTypeParser(
     /^application\/([a-z0-9.-]+\+)?json$/i,
-    { parseAs: 'string', bodyLimit: opts.bodyLimit },
+    { parseAs: 'buffer', bodyLimit: opts.bodyLimit },
     (req, body, done) => {
-      const text = body as unknown as string;
+      const bytes = body as Buffer;
       // A GET or DELETE sent with a JSON content type but no body has nothing to parse.
-      if (text === '' && req.method !== 'PUT' && req.method !== 'POST') return done(null, undefined);
+      if (bytes.length === 0 && req.method !== 'PUT' && req.method !== 'POST') return done(null, undefined);
+      const text = bytes.toString('utf8');
       try {
-        done(null, parseJsonBody(text, opts.maxDepth));
+        const value = parseJsonBody(text, opts.maxDepth);
+        req.sentBody = { bytes, text };
+        done(null, value);
       } catch (e) {
         done(e as Error, undefined);
       }

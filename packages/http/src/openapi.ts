@@ -28,7 +28,11 @@ export function openApiDocument(): Record<string, unknown> {
         tags: [k.label],
         requestBody: { required: true, content: json(ref(k.schema)) },
         responses: {
-          '200': { description: 'The entity as stored (Location header: its path)', content: json(ref(k.schema)) },
+          '200': {
+            description:
+              'The entity as stored (Location header: its path). A telemetry event sent as plain JSON (see the bulk extension) is stored and answered as the bytes sent; any other document as its re-encoded JSON.',
+            content: json(ref(k.schema)),
+          },
           '400': { description: 'Malformed JSON or a document that does not follow the model', content: json(ref('clientError')) },
           ...common,
           '405': errorAnswer('Another method than PUT (with Allow)'),
@@ -77,7 +81,7 @@ export function openApiDocument(): Record<string, unknown> {
         description:
           'Each document is checked and stored as a PUT of it would be; invalid ones are reported by index. ' +
           'A telemetry event sent as plain JSON (compact, with its id, no repeated member name, no member name starting with a digit, ' +
-          'no number with an exponent or more than 15 significant digits) is stored as the bytes sent; any other document as its re-encoded JSON.',
+          'no number with an exponent or more than 15 significant digits) is stored as the bytes sent, as by PUT; any other document as its re-encoded JSON.',
         tags: [k.label, 'Extensions'],
         parameters: [{ name: 'atomic', in: 'query', required: false, schema: { type: 'boolean' }, description: 'all or nothing' }],
         requestBody: {

@@ -22,6 +22,7 @@ import {
 } from '@otm/core';
 import { OUTCOME, type CheckedBulk } from './bulk-check.js';
 import { checkDocument, isPlainTelemetry, telemetryKey, type Accepted } from './check.js';
+import { plainBodyText } from './item-bytes.js';
 
 export { telemetryKey, type Accepted } from './check.js';
 
@@ -154,8 +155,19 @@ export class Ingress {
     return hasEffect(kind, accepted.doc) ? this.checkEffect(tenant, accepted.doc).then(messages) : messages(accepted.key);
   }
 
-  async put(tenant: string, kind: KindSegment, body: unknown): Promise<Accepted> {
-    const { envelopes, ...accepted } = await this.prepare(tenant, kind, body);
+  /**
+   * Checks, publishes and answers a PUT. `sent` is the body as it came: a telemetry event whose
+   * bytes are plain JSON (item-bytes.ts) and that had its id is stored, and answered, as that text,
+   * as it would be from a bulk request; any other document as `JSON.stringify` makes it.
+   */
+  async put(tenant: string, kind: KindSegment, body: unknown, sent?: { readonly bytes: Uint8Array; readonly text: string }): Promise<Accepted> {
+    const checked = checkDocument(kind, body);
+    if (sent !== undefined && checked.doc === body && isPlainTelemetry(kind, checked.doc)) {
+      const text = plainBodyText(sent.bytes, sent.text, checked.doc);
+      if (text !== undefined) rememberText(checked.doc, text);
+    }
+    const prepared = this.prepareChecked(tenant, kind, checked);
+    const { envelopes, ...accepted } = prepared instanceof Promise ? await prepared : prepared;
     await this.deps.bus.publish(envelopes);
     return accepted;
   }

@@ -1,6 +1,6 @@
 /**
- * Where each document of a bulk body lies in its bytes, and whether those bytes can be stored as
- * they are instead of the document being encoded again with `JSON.stringify`.
+ * Where each document of a bulk body lies in its bytes, and whether those bytes (or a single PUT's
+ * body) can be stored as they are instead of the document being encoded again with `JSON.stringify`.
  *
  * A document's bytes are kept when they are plain JSON that every reader parses to the value that
  * was checked: compact (no whitespace between tokens), no member name that starts with a digit
@@ -205,4 +205,21 @@ export function countMembers(value: unknown): number {
     }
   }
   return count;
+}
+
+/**
+ * The text of a single PUT's body, to be stored as it is, when its bytes hold nothing but `doc`
+ * as plain JSON (whitespace around it aside) with every member it was parsed with; else
+ * undefined. `text` is the body decoded, `bytes` the body.
+ */
+export function plainBodyText(bytes: Uint8Array, text: string, doc: unknown): string | undefined {
+  let start = 0;
+  let end = bytes.length;
+  while (start < end && isSpace(bytes[start]!)) start++;
+  while (end > start && isSpace(bytes[end - 1]!)) end--;
+  if (start === end) return undefined;
+  const v = scanValue(bytes, start, { end: 0, plain: false, members: 0 }, end);
+  if (v.end !== end || !v.plain || v.members !== countMembers(doc)) return undefined;
+  if (start === 0 && end === bytes.length) return text;
+  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
 }

@@ -76,7 +76,7 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
   app.put<{ Params: KindParams }>('/api/v5/:kind', { config: { scope: 'write' } }, async (req, reply) => {
     const kind = kindParam(req.params.kind, req.url, req.method);
     onlyQuery(req.query, []);
-    const { key, doc } = await ingress.put(req.principal!.tenant, kind, req.body);
+    const { key, doc } = await ingress.put(req.principal!.tenant, kind, req.body, req.sentBody);
     // The answer is the accepted document; its text is made once and reused by an in-process worker.
     return reply.code(200).header('location', `/api/v5/${kind}/${key}`).type(JSON_TYPE).send(jsonOf(doc));
   });

@@ -2,7 +2,7 @@
  * Finding documents in a bulk body's bytes, and telling when those bytes can be stored as they are.
  */
 import { describe, expect, it } from 'vitest';
-import { arraySpans, countMembers, lineSpan, scanValue, type ScannedValue } from '../src/item-bytes.js';
+import { arraySpans, countMembers, lineSpan, plainBodyText, scanValue, type ScannedValue } from '../src/item-bytes.js';
 
 const bytes = (s: string) => Buffer.from(s, 'utf8');
 const scan = (s: string): ScannedValue => scanValue(bytes(s), 0, { end: 0, plain: false, members: 0 });
@@ -163,6 +163,16 @@ describe('lineSpan and countMembers', () => {
     expect(lineSpan(body, 0, 10, v)).toMatchObject({ start: 2, v: { end: 9, plain: true, members: 1 } });
     // Something after the value on the line: not plain.
     expect(lineSpan(body, 11, body.length, v).v.plain).toBe(false);
+  });
+
+  it('gives a single body its own text when it holds nothing but the plain document', () => {
+    const body = (t: string) => [bytes(t), t, JSON.parse(t)] as const;
+    expect(plainBodyText(...body('{"a":"é","b":1.50}'))).toBe('{"a":"é","b":1.50}');
+    expect(plainBodyText(...body(' \r\n{"a":"é✓","b":[1]}\n'))).toBe('{"a":"é✓","b":[1]}');
+    expect(plainBodyText(...body('{"a": 1}'))).toBeUndefined();
+    expect(plainBodyText(...body('{"a":1,"a":2}'))).toBeUndefined();
+    expect(plainBodyText(...body('{"a":1e3}'))).toBeUndefined();
+    expect(plainBodyText(bytes('   '), '   ', undefined)).toBeUndefined();
   });
 
   it('counts fewer members than the bytes hold when a name is repeated', () => {

@@ -46,6 +46,33 @@ describe('PUT, GET and DELETE', () => {
     expect(byLifecycle.rawPayload.equals(planned.rawPayload)).toBe(true);
   });
 
+  it('stores and answers a plain telemetry event as the bytes it was sent as, anything else as re-encoded', async () => {
+    const id = (i: number) => `5d000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
+    const loc = (i: number, more = '') =>
+      `{"eventType":"locationUpdateEvent","id":"${id(i)}","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10}${more}}`;
+    const same = async (sent: string, want: string, path: string) => {
+      const res = await put(path.split('/')[3]!, sent);
+      expect(res.statusCode, res.body).toBe(200);
+      expect(res.body).toBe(want);
+      expect((await get(path)).body).toBe(want);
+    };
+    // Plain: kept, escapes and trailing zeros included; whitespace around the document dropped.
+    const plain = loc(1, ',"externalAttributes":{"note":"\\u00e9 \\/"}');
+    await same(plain, plain, `/api/v5/events/${id(1)}`);
+    await same(`\n  ${loc(2)}\r\n`, loc(2), `/api/v5/events/${id(2)}`);
+    // Not plain: whitespace inside, a repeated name, no id: as JSON.stringify makes it.
+    const spaced = loc(3).replace('"lifecycle":', '"lifecycle": ');
+    await same(spaced, JSON.stringify(JSON.parse(spaced)), `/api/v5/events/${id(3)}`);
+    const repeated = loc(4).replace('"lifecycle":"actual"', '"lifecycle":"planned","lifecycle":"actual"');
+    await same(repeated, JSON.stringify(JSON.parse(repeated)), `/api/v5/events/${id(4)}`);
+    const noId = await put('events', loc(5).replace(`"id":"${id(5)}",`, ''));
+    expect(noId.json().id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(noId.body).toBe(JSON.stringify({ id: noId.json().id, ...JSON.parse(loc(5).replace(`"id":"${id(5)}",`, '')) }));
+    // Not telemetry: re-encoded, however plain.
+    const v = `{"entityType":"vehicle","id":"${id(6)}","externalAttributes":{"n":1.50}}`;
+    await same(v, JSON.stringify(JSON.parse(v)), `/api/v5/vehicles/${id(6)}`);
+  });
+
   it('keeps a client id as sent and finds it case-insensitively', async () => {
     const id = 'B9BB914D-845E-46F2-91FF-31FA4BAC2FBE';
     expect((await put('vehicles', { ...vehicle, id })).json().id).toBe(id);
