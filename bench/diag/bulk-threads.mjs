@@ -7,8 +7,9 @@
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
- * OTM_DIAG_BULK_WARMUP=N first sends N events (and probes them) to the same service, untimed, as
- * `npm run bench` does (20,000) before its timed bulk run; without it the service is measured cold.
+ * OTM_DIAG_BULK_WARMUP=N first sends N events (and probes them) to the same service, untimed, in
+ * batches of OTM_DIAG_BULK_WARMUP_BATCH (default 500, a tenth of the timed run's, as `npm run
+ * bench` does with 20,000 before its timed bulk run); without it the service is measured cold.
  *
  * Loopback only.
  */
@@ -48,7 +49,8 @@ for (let round = 1; round <= ROUNDS; round++) {
     const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write`, LOG_LEVEL: 'warn', OTM_BULK_THREADS: String(threads) });
     try {
       const warmup = Number(process.env.OTM_DIAG_BULK_WARMUP ?? 0);
-      if (warmup > 0) await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: warmup, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
+      const warmupBatch = Number(process.env.OTM_DIAG_BULK_WARMUP_BATCH ?? 500);
+      if (warmup > 0) await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: warmup, batch: warmupBatch, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const before = cpu(svc.child.pid);
       const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const after = cpu(svc.child.pid);
