@@ -140,8 +140,8 @@ export class TextPut implements PutMessage, StoredDocument {
 /**
  * Remembers `text` as the JSON text of `doc` for `jsonOf`: only for a document just parsed from
  * that text, when the text is what `JSON.stringify` made (parsing and encoding such text again gives
- * it back unchanged) or a bulk item's own plain bytes (services/ingress/src/item-bytes.ts: the same
- * value for every reader).
+ * it back unchanged) or the document's own plain bytes as sent, in bulk or by PUT
+ * (services/ingress/src/item-bytes.ts: the same value for every reader).
  */
 export function rememberText(doc: Readonly<Record<string, unknown>>, text: string): void {
   texts.set(doc, text);

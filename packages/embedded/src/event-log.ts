@@ -162,7 +162,7 @@ const writev = (fd: number, bufs: Buffer[], position: number) =>
 const SEGMENT_FLAGS = fs.constants.O_RDWR | fs.constants.O_DSYNC;
 /**
  * Documents up to this size are read with a synchronous `pread`: from the page cache that costs
- * ~2 µs of CPU, where the same read through libuv's thread pool costs ~35 µs when reads come one at
+ * ~2 µs of CPU, where the same read through libuv's thread pool costs ~30 µs when reads come one at
  * a time, as GETs do (`node bench/diag/event-read.mjs`). Like LMDB's own reads (its pages are mapped
  * and read in place), a read of a page not in memory then waits on the disk on the event loop: keep
  * the data folder on local SSD. Larger documents are read through the thread pool.

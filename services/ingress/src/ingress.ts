@@ -132,21 +132,11 @@ export class Ingress {
     return plan.key1;
   }
 
-  /** Checks a document and makes its bus messages, without publishing them; throws a 400. */
-  async prepare(tenant: string, kind: KindSegment, body: unknown): Promise<Prepared> {
-    return this.prepareNow(tenant, kind, body);
-  }
-
   /**
-   * `prepare`, answered at once unless the document's effect must be checked against stored
-   * entities (update and association events): a bulk request of thousands of location events
-   * then does not wait a turn for each.
+   * The bus messages of a document that passed `checkDocument`, made at once unless the
+   * document's effect must be checked against stored entities (update and association events):
+   * a bulk request of thousands of location events then does not wait a turn for each.
    */
-  private prepareNow(tenant: string, kind: KindSegment, body: unknown): Prepared | Promise<Prepared> {
-    return this.prepareChecked(tenant, kind, checkDocument(kind, body));
-  }
-
-  /** `prepareNow` of a document that passed `check`. */
   private prepareChecked(tenant: string, kind: KindSegment, accepted: Accepted): Prepared | Promise<Prepared> {
     const messages = (partitionKey: string): Prepared => {
       const message: PutMessage = { v: 1, op: 'put', tenant, kind, key: accepted.key, doc: accepted.doc, acceptedAt: this.now() };

@@ -25,9 +25,9 @@ export function toWrite(envelope: Envelope): DocumentWrite {
   const m = envelope.message;
   if (m.op === 'delete') return { op: 'delete', tenant: m.tenant, kind: m.kind, key: m.key };
   if (m instanceof TextPut) {
-    // Checked and encoded before (a bulk request): the message is the version it writes, its text
-    // and facts, nothing parsed here. No `value`: a store that indexes fields (ClickHouse) parses
-    // the text itself.
+    // Checked and encoded before (by a bulk request's checking): the message is the version it
+    // writes, its text and facts, nothing parsed here. No `value`: a store that indexes fields
+    // (ClickHouse) parses the text itself.
     return { op: 'put', tenant: m.tenant, doc: m };
   }
   return {
