@@ -174,7 +174,7 @@ export function arraySpans(
 }
 
 /**
- * The span of the value on the line b[start, end) (an NDJSON line that parsed), without the
+ * The span of the value in b[start, end) (an NDJSON line, or a PUT body, that parsed), without the
  * whitespace around it; `plain` is false unless the value fills the rest exactly.
  */
 export function lineSpan(b: Uint8Array, start: number, end: number, into: ScannedValue): { start: number; v: ScannedValue } {
@@ -182,6 +182,12 @@ export function lineSpan(b: Uint8Array, start: number, end: number, into: Scanne
   let e = end;
   while (s < e && isSpace(b[s]!)) s++;
   while (e > s && isSpace(b[e - 1]!)) e--;
+  if (s === e) {
+    into.end = e;
+    into.plain = false;
+    into.members = 0;
+    return { start: s, v: into };
+  }
   scanValue(b, s, into, e);
   if (into.end !== e) into.plain = false;
   return { start: s, v: into };
@@ -213,13 +219,8 @@ export function countMembers(value: unknown): number {
  * undefined. `text` is the body decoded, `bytes` the body.
  */
 export function plainBodyText(bytes: Uint8Array, text: string, doc: unknown): string | undefined {
-  let start = 0;
-  let end = bytes.length;
-  while (start < end && isSpace(bytes[start]!)) start++;
-  while (end > start && isSpace(bytes[end - 1]!)) end--;
-  if (start === end) return undefined;
-  const v = scanValue(bytes, start, { end: 0, plain: false, members: 0 }, end);
-  if (v.end !== end || !v.plain || v.members !== countMembers(doc)) return undefined;
-  if (start === 0 && end === bytes.length) return text;
-  return Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start).toString('utf8');
+  const { start, v } = lineSpan(bytes, 0, bytes.length, { end: 0, plain: false, members: 0 });
+  if (!v.plain || v.members !== countMembers(doc)) return undefined;
+  if (start === 0 && v.end === bytes.length) return text;
+  return Buffer.from(bytes.buffer, bytes.byteOffset + start, v.end - start).toString('utf8');
 }
