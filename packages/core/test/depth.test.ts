@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { exceedsDepthOf } from '../src/index.js';
+import { exceedsDepthOf, membersWithin } from '../src/index.js';
 
 /** `levels` arrays or objects nested in one another. */
 const nested = (levels: number, kind: 'array' | 'object'): unknown => {
@@ -31,5 +31,19 @@ describe('exceedsDepthOf', () => {
   it('does not exhaust the stack on a hostile nesting', () => {
     expect(exceedsDepthOf(nested(200_000, 'array'), 64)).toBe(true);
     expect(exceedsDepthOf(nested(200_000, 'object'), 300_000)).toBe(false);
+  });
+});
+
+describe('membersWithin', () => {
+  it('counts the members of all objects at any depth, or -1 past the limit', () => {
+    const doc = { a: [1, { b: 2, c: { d: null } }], e: {}, f: 'x' };
+    // levels: doc 1, a 2, { b, c } 3, c 4
+    expect(membersWithin(doc, 10)).toBe(6);
+    expect(membersWithin(doc, 4)).toBe(6);
+    expect(membersWithin(doc, 3)).toBe(-1);
+    expect(membersWithin([{ a: 1 }, { a: 1, b: 2 }], Infinity)).toBe(3);
+    expect(membersWithin('text', 0)).toBe(0);
+    // A repeated name counts once: JSON.parse keeps one member.
+    expect(membersWithin(JSON.parse('{"a":1,"a":2}'), Infinity)).toBe(1);
   });
 });

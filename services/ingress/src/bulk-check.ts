@@ -8,9 +8,9 @@
  * of being encoded again as text.
  */
 import type { KindSegment, OtmError } from '@otm/model';
-import { OtmServiceError, exceedsDepthOf, invalidDocument, lifecycleRank, modifiedOf, parseJsonBody, type ErrorCode, type ErrorItem } from '@otm/core';
+import { OtmServiceError, exceedsDepthOf, invalidDocument, lifecycleRank, membersWithin, modifiedOf, parseJsonText, tooDeep, type ErrorCode, type ErrorItem } from '@otm/core';
 import { checkDocument, isPlainTelemetry, telemetryKey } from './check.js';
-import { arraySpans, countMembers, lineSpan, type ScannedValue } from './item-bytes.js';
+import { arraySpans, lineSpan, type ScannedValue } from './item-bytes.js';
 
 export type BulkFormat = 'json' | 'ndjson';
 
@@ -84,9 +84,14 @@ function textOf(body: Uint8Array | string): string {
   }
 }
 
-/** The documents of a body, with where each lies in the body's bytes when those are at hand. */
+/**
+ * The documents of a body, each with its member count (from the depth check's walk), and where each
+ * lies in the body's bytes when those are at hand.
+ */
 interface Items {
   readonly items: Item[];
+  /** Per item, the members of the parsed document (0 for a rejected one). */
+  readonly parsedMembers: Uint32Array;
   readonly bytes?: Uint8Array;
   /** Per item: [start, end) in `bytes`, whether those bytes are plain, and the members counted in them. */
   readonly spans?: Uint32Array;
@@ -98,16 +103,25 @@ function itemsOf(task: BulkCheckTask): Items {
   const text = textOf(task.body);
   const bytes = typeof task.body === 'string' ? undefined : task.body;
   if (task.format === 'json') {
-    const body = parseJsonBody(text, task.maxDepth);
+    const body = parseJsonText(text);
     if (!Array.isArray(body)) {
+      if (exceedsDepthOf(body, task.maxDepth)) throw invalidDocument([tooDeep(task.maxDepth)]);
       throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
+    }
+    // The array is the first level: each document may nest one level less.
+    const parsedMembers = new Uint32Array(body.length);
+    for (let k = 0; k < body.length; k++) {
+      const m = membersWithin(body[k], task.maxDepth - 1);
+      if (m < 0) throw invalidDocument([tooDeep(task.maxDepth)]);
+      parsedMembers[k] = m;
     }
     const items = body.map((doc: unknown) => ({ doc }));
     const found = bytes === undefined ? undefined : arraySpans(bytes, items.length);
-    return found === undefined ? { items } : { items, bytes, ...found };
+    return found === undefined ? { items, parsedMembers } : { items, parsedMembers, bytes, ...found };
   }
   const items: Item[] = [];
   const lines = text.split('\n');
+  const parsedMembers = new Uint32Array(lines.length);
   // Byte spans of the lines: a newline byte is a newline character (UTF-8 never uses 0x0a otherwise).
   const spans = new Uint32Array(2 * lines.length);
   const plain = new Uint8Array(lines.length);
@@ -122,12 +136,14 @@ function itemsOf(task: BulkCheckTask): Items {
     if (line.trim() === '') continue;
     try {
       const doc: unknown = JSON.parse(line);
-      if (exceedsDepthOf(doc, task.maxDepth)) {
-        items.push({ error: { type: 'invalidJson', message: `the document nests objects and arrays deeper than ${task.maxDepth} levels` } });
+      const m = membersWithin(doc, task.maxDepth);
+      if (m < 0) {
+        items.push({ error: tooDeep(task.maxDepth) });
         continue;
       }
       const k = items.length;
       items.push({ doc });
+      parsedMembers[k] = m;
       if (bytes !== undefined) {
         const { start, v: scanned } = lineSpan(bytes, from, lineEnd, v);
         spans[2 * k] = start;
@@ -139,7 +155,7 @@ function itemsOf(task: BulkCheckTask): Items {
       items.push({ error: { type: 'invalidJson', message: `the line is not valid JSON: ${(e as Error).message}` } });
     }
   }
-  return bytes === undefined ? { items } : { items, bytes, spans, plain, members };
+  return bytes === undefined ? { items, parsedMembers } : { items, parsedMembers, bytes, spans, plain, members };
 }
 
 const refused = (e: OtmServiceError): RefusedBulk => ({
@@ -192,7 +208,7 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
       if (isPlainTelemetry(task.kind, doc)) {
         // Its own bytes, when plain, hold every member it was checked with (no name repeated) and
         // its id was not generated; else the text JSON.stringify makes, as for a single PUT.
-        if (found.plain?.[i] === 1 && doc === item.doc && countMembers(doc) === found.members![i]) {
+        if (found.plain?.[i] === 1 && doc === item.doc && found.parsedMembers[i] === found.members![i]) {
           spans[2 * i] = found.spans![2 * i]!;
           spans[2 * i + 1] = found.spans![2 * i + 1]!;
           spanned = true;

@@ -7,13 +7,15 @@
  * (JavaScript would list such members first), no number with an exponent or with more than 15
  * significant digits (other parsers could read another value, or none), and no object that repeats
  * a member name (parsers disagree on which one counts: the caller compares the number of members
- * counted here with the number in the parsed document, `countMembers`). Escapes in strings and
+ * counted here with the number in the parsed document, `membersWithin` of @otm/core). Escapes in strings and
  * trailing zeros in fractions (`52.4000`) are kept as sent: they denote the same value everywhere.
  *
  * The scanner reads bytes that have been parsed as JSON already (the whole body, or the line), so
  * it follows the structure without checking it again. Bytes >= 0x80 occur only inside strings in
  * valid JSON, and never equal `"` or `\`: scanning bytes rather than characters is safe.
  */
+
+import { membersWithin } from '@otm/core';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -193,26 +195,6 @@ export function lineSpan(b: Uint8Array, start: number, end: number, into: Scanne
   return { start: s, v: into };
 }
 
-/** Members of all objects in `value`, at any depth: equal to `ScannedValue.members` unless a name was repeated. */
-export function countMembers(value: unknown): number {
-  let count = 0;
-  const stack: unknown[] = [value];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (v === null || typeof v !== 'object') continue;
-    if (Array.isArray(v)) {
-      for (const item of v) if (item !== null && typeof item === 'object') stack.push(item);
-    } else {
-      for (const key in v) {
-        count++;
-        const item = (v as Record<string, unknown>)[key];
-        if (item !== null && typeof item === 'object') stack.push(item);
-      }
-    }
-  }
-  return count;
-}
-
 /**
  * The text of a single PUT's body, to be stored as it is, when its bytes hold nothing but `doc`
  * as plain JSON (whitespace around it aside) with every member it was parsed with; else
@@ -220,7 +202,7 @@ export function countMembers(value: unknown): number {
  */
 export function plainBodyText(bytes: Uint8Array, text: string, doc: unknown): string | undefined {
   const { start, v } = lineSpan(bytes, 0, bytes.length, { end: 0, plain: false, members: 0 });
-  if (!v.plain || v.members !== countMembers(doc)) return undefined;
+  if (!v.plain || v.members !== membersWithin(doc, Infinity)) return undefined;
   if (start === 0 && v.end === bytes.length) return text;
   return Buffer.from(bytes.buffer, bytes.byteOffset + start, v.end - start).toString('utf8');
 }
