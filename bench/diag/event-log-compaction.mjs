@@ -3,8 +3,8 @@
  * location events (~400 B) in batches of 5,000 into 64 MB segments, replaces every other one
  * (so that the sealed segments are half dead), then compacts, and prints how long it took, the
  * bytes reclaimed, the longest the event loop was held up meanwhile (perf_hooks'
- * monitorEventLoopDelay; the index entries of a segment move in one turn), and how much the
- * process's resident memory grew (a segment is read whole). After `npm run build`.
+ * monitorEventLoopDelay; a segment's index entries move 2,000 a turn), and how much the process's
+ * resident memory grew (a segment is read and written in pieces of 1 MB). After `npm run build`.
  *
  *   node bench/diag/event-log-compaction.mjs [events=400000]
  */

@@ -27,10 +27,12 @@
  * Compaction: a replaced or deleted event's record stays in its segment until that segment is
  * sealed (a newer one is being written) and at least half of its bytes are such records (see
  * `compact`). The segment is then rewritten without them, as a new generation of the same
- * segment (`NNNNNNNNNN.G.log`) that keeps its place in the log's order; the index is moved to it
- * in one LMDB transaction with the segment's generation, and only then is the old file removed.
- * A crash at any point leaves either generation whole and named by the index; the start removes
- * the other.
+ * segment (`NNNNNNNNNN.G.log`) that keeps its place in the log's order. Index entries name the
+ * generation their record is in (a value of 16 bytes; those of 12 written by earlier versions lie
+ * in the generation the segment's mark names), so the index moves to the new generation a chunk at
+ * a time while reads go on from both files; the old file is removed once the new generation is
+ * named as the segment's. A start after a crash keeps the old generation when the move had not
+ * begun, finishes a move that a `moving` mark says was under way, and removes the other files.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -67,14 +69,23 @@ const GONE = 'gone';
 /** The lifecycle versions' common prefix of a put's index key (`tenant|kind|key|`). */
 const prefixOfKey = (k: string) => k.slice(0, k.lastIndexOf(SEP) + 1);
 
-/** Where a document lies in the log: segment number, byte offset and byte length of its JSON. */
+/**
+ * Where a document lies in the log: segment number, the generation of the segment's file, byte
+ * offset and byte length of its JSON.
+ */
 interface Pos {
   readonly seg: number;
+  readonly gen: number;
   readonly off: number;
   readonly len: number;
 }
 /** A deletion waiting for the index (a new object each time, so that each is told apart). */
-const gone = (): Pos => ({ seg: 0, off: 0, len: -1 });
+const gone = (): Pos => ({ seg: 0, gen: 0, off: 0, len: -1 });
+/** Meta key of a compaction moving segment `n`'s index entries to a new generation (its value). */
+const movingKey = (n: number) => `moving:${String(n).padStart(10, '0')}`;
+/** The key of a segment generation's descriptor in `fds`; a segment never reaches 1024 generations (see `compactSegment`). */
+const MAX_GEN = 1023;
+const fileKey = (n: number, gen: number) => n * (MAX_GEN + 1) + gen;
 
 /**
  * Index changes are gathered for this long (or up to INDEX_BATCH of them) and handed to LMDB
@@ -85,6 +96,11 @@ const INDEX_BATCH = 20_000;
 
 /** Compaction reads and writes a segment in pieces of this size. */
 const COMPACTION_CHUNK = 1024 * 1024;
+/**
+ * Index entries a compaction moves to the new generation in one event-loop turn (~2 µs each: a
+ * few milliseconds a turn; all of a 64 MB segment's in one turn held the loop up 110–160 ms).
+ */
+const MOVE_CHUNK = 2_000;
 
 async function readFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
   const { bytesRead } = await fh.read(buf, 0, buf.length, position);
@@ -96,14 +112,22 @@ async function writeFully(fh: fs.promises.FileHandle, buf: Buffer, position: num
   if (bytesWritten !== buf.length) throw new Error(`event log: short write (${bytesWritten} of ${buf.length} bytes)`);
 }
 
+/**
+ * An index value: u32 segment, u32 offset, u32 length, u32 generation. Values of 12 bytes (written
+ * before positions named their generation) lie in the generation the segment's mark names.
+ */
 const encodePos = (p: Pos): Buffer => {
-  const b = Buffer.allocUnsafe(12);
+  const b = Buffer.allocUnsafe(16);
   b.writeUInt32LE(p.seg, 0);
   b.writeUInt32LE(p.off, 4);
   b.writeUInt32LE(p.len, 8);
+  b.writeUInt32LE(p.gen, 12);
   return b;
 };
-const decodePos = (b: Buffer): Pos => ({ seg: b.readUInt32LE(0), off: b.readUInt32LE(4), len: b.readUInt32LE(8) });
+const decodePos = (b: Buffer, genOf: (seg: number) => number): Pos => {
+  const seg = b.readUInt32LE(0);
+  return { seg, gen: b.length >= 16 ? b.readUInt32LE(12) : genOf(seg), off: b.readUInt32LE(4), len: b.readUInt32LE(8) };
+};
 
 /** One index change: a put's key and where its JSON starts in its record buffer, or a delete's prefix. */
 type IndexOp = { readonly k: string; readonly at: number; readonly len: number } | { readonly prefix: string };
@@ -156,6 +180,17 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
   return { buf, ops };
 }
 
+/** The body of the record at `at` of a segment file of `size` bytes, or what is wrong there. */
+function readRecordSync(fd: number, at: number, size: number, head: Buffer): Buffer | string {
+  if (size - at < HEADER || fs.readSync(fd, head, 0, HEADER, at) !== HEADER) return 'a torn record header';
+  const len = head.readUInt32LE(0);
+  if (len < 3 || len > size - at - HEADER) return 'a torn record';
+  const body = Buffer.allocUnsafe(len);
+  if (fs.readSync(fd, body, 0, len, at + HEADER) !== len) return 'a torn record';
+  if (zlib.crc32(body) !== head.readUInt32LE(4)) return 'a record whose checksum does not match';
+  return body;
+}
+
 const writev = (fd: number, bufs: Buffer[], position: number) =>
   new Promise<number>((resolve, reject) => fs.writev(fd, bufs, position, (e, n) => (e ? reject(e) : resolve(n))));
 /** Segment files are opened with O_DSYNC: a write returns once its data is on the disk. */
@@ -203,8 +238,14 @@ export interface CompactionOptions {
   readonly intervalMs?: number;
   /** Rewrite a sealed segment once at least this share of its bytes is replaced or deleted events (default 0.5). */
   readonly minDeadRatio?: number;
-  /** For tests: called after each step of a segment's compaction; throwing stops it there, as a crash would. */
-  readonly onStep?: (step: 'written' | 'committed', segment: number) => void | Promise<void>;
+  /** Index entries moved to a compacted segment's new generation in one event-loop turn (default 2,000). */
+  readonly moveChunk?: number;
+  /**
+   * For tests: called after each step of a segment's compaction (the new generation written, each
+   * chunk of the index moved, the new generation committed as the segment's); throwing stops it
+   * there, as a crash would.
+   */
+  readonly onStep?: (step: 'written' | 'moved' | 'committed', segment: number) => void | Promise<void>;
 }
 
 export interface CompactionResult {
@@ -258,6 +299,11 @@ export class LogEventStore implements EventStore {
   /** The current generation of each segment, and the segment numbers in log order. */
   private readonly gens = new Map<number, number>();
   private segs: number[] = [];
+  /** The generation of segment `seg` that its mark names (0 for one never compacted). */
+  private readonly genOf = (seg: number): number => this.gens.get(seg) ?? 0;
+  private decode(raw: Buffer): Pos {
+    return decodePos(raw, this.genOf);
+  }
   /**
    * Reads and writes in flight on each file descriptor: such a descriptor is not closed (neither
    * to keep at most `maxOpen` open nor when compaction replaced its file) until they end.
@@ -270,8 +316,6 @@ export class LogEventStore implements EventStore {
   private changedSinceLook = true;
   /** Set when LMDB failed to commit a compaction's move: no more compaction in this process. */
   private compactionStopped = false;
-  /** Keys (puts) and prefixes (deletes) written while a segment is being compacted. */
-  private touched: { keys: Set<string>; prefixes: Set<string> } | undefined;
 
   constructor(private readonly opts: EventLogOptions) {
     this.segmentBytes = opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES;
@@ -304,11 +348,12 @@ export class LogEventStore implements EventStore {
       if (pos === undefined) {
         const raw = this.index.get(k);
         if (raw === undefined) continue;
-        pos = decodePos(raw);
+        pos = this.decode(raw);
       }
       if (pos.len < 0) continue;
-      // The descriptor is taken in the same turn as the position: compaction moves both at once.
-      const fd = this.fdOf(pos.seg);
+      // The descriptor is taken in the same turn as the position: compaction removes a generation's
+      // file only once no position names it, and closes a descriptor only once no read uses it.
+      const fd = this.fdOf(pos.seg, pos.gen);
       if (pos.len <= SYNC_READ_MAX) {
         const bytes = preadSync(fd, pos.len, pos.off);
         return { kind, key, lifecycleRank: r, json: bytes.toString('utf8'), bytes };
@@ -415,12 +460,10 @@ export class LogEventStore implements EventStore {
 
     // The group is durable: readable from here on, and queued for the index.
     const queue = this.indexQueue;
-    const touched = this.touched;
     for (const { p, seg: n, off } of placed) {
       for (const op of p.ops) {
-        if (touched) 'k' in op ? touched.keys.add(op.k) : touched.prefixes.add(op.prefix);
         if ('k' in op) {
-          const pos = { seg: n, off: off + op.at, len: op.len };
+          const pos = { seg: n, gen: this.genOf(n), off: off + op.at, len: op.len };
           this.recent.set(op.k, pos);
           queue.push({ k: op.k, pos });
         } else {
@@ -489,25 +532,27 @@ export class LogEventStore implements EventStore {
    * read across would otherwise run out of descriptors): the least recently used are closed,
    * never the segment being written nor one with a read or write in flight.
    */
-  private fdOf(n: number): number {
-    let fd = this.fds.get(n);
+  private fdOf(n: number, gen: number = this.genOf(n)): number {
+    const key = fileKey(n, gen);
+    let fd = this.fds.get(key);
     if (fd !== undefined) {
       // Most recently used last.
-      this.fds.delete(n);
-      this.fds.set(n, fd);
+      this.fds.delete(key);
+      this.fds.set(key, fd);
       return fd;
     }
-    fd = fs.openSync(path.join(this.opts.dir, segmentName(n, this.gens.get(n))), SEGMENT_FLAGS);
-    this.fds.set(n, fd);
-    this.trim(n);
+    fd = fs.openSync(path.join(this.opts.dir, segmentName(n, gen)), SEGMENT_FLAGS);
+    this.fds.set(key, fd);
+    this.trim(key);
     return fd;
   }
 
-  /** Closes the least recently used descriptors beyond `maxOpen` that nothing uses (nor `keep`). */
+  /** Closes the least recently used descriptors beyond `maxOpen` that nothing uses (nor the file `keep`). */
   private trim(keep?: number): void {
+    const writing = fileKey(this.seg, this.genOf(this.seg));
     for (const [m, fd] of this.fds) {
       if (this.fds.size <= this.maxOpen) return;
-      if (m === this.seg || m === keep || this.inUse.has(fd)) continue;
+      if (m === writing || m === keep || this.inUse.has(fd)) continue;
       this.fds.delete(m);
       fs.closeSync(fd);
     }
@@ -542,15 +587,24 @@ export class LogEventStore implements EventStore {
     }
   }
 
+  private async syncDirAsync(): Promise<void> {
+    const dir = await fs.promises.open(this.opts.dir, 'r');
+    try {
+      await dir.sync();
+    } finally {
+      await dir.close();
+    }
+  }
+
   /**
    * Creates segment `n` (empty: a file of that name can only be left by a group that failed
    * before writing to it) and makes its name durable in the directory.
    */
   private createSegment(n: number): number {
-    const old = this.fds.get(n);
+    const old = this.fds.get(fileKey(n, 0));
     if (old !== undefined) fs.closeSync(old);
     const fd = fs.openSync(path.join(this.opts.dir, segmentName(n)), SEGMENT_FLAGS | fs.constants.O_CREAT | fs.constants.O_TRUNC);
-    this.fds.set(n, fd);
+    this.fds.set(fileKey(n, 0), fd);
     this.syncDir();
     this.gens.set(n, 0);
     if (!this.segs.includes(n)) this.segs.push(n);
@@ -622,19 +676,35 @@ export class LogEventStore implements EventStore {
         continue;
       }
       // Without a mark (a segment never compacted, or an index lost with its marks) the lowest
-      // generation: the older one is whole until the newer is committed, and either holds every
-      // event that was live in the segment.
-      const gen = want === undefined ? Math.min(...byGen.keys()) : Number(want);
+      // generation: the older one is whole until the newer is named by the index, and either
+      // holds every event that was live in the segment.
+      let gen = want === undefined ? Math.min(...byGen.keys()) : Number(want);
       if (!byGen.has(gen)) {
         throw new Error(`event log: segment ${n} is generation ${gen} by the index, but ${segmentName(n, gen)} is missing; the log is damaged`);
       }
+      // A move to a new generation that a stop cut short: index entries point at both; finish it.
+      const moving = this.meta.get(movingKey(n));
+      if (moving !== undefined) {
+        const to = Number(moving);
+        if (!byGen.has(to)) throw new Error(`event log: segment ${n} was being moved to ${segmentName(n, to)}, which is missing; the log is damaged`);
+        this.rollForward(n, gen, to);
+        // Named as the segment's before the old file goes: a stop in between finds a whole log.
+        this.opts.root.transactionSync(() => {
+          this.meta.putSync(genKey(n), String(to));
+          this.meta.removeSync(movingKey(n));
+        });
+        gen = to;
+      } else if (want === undefined && gen > 0) marks.push([genKey(n), String(gen)]);
       for (const [g, f] of byGen) if (g !== gen) remove(f);
       this.gens.set(n, gen);
-      if (want === undefined && gen > 0) marks.push([genKey(n), String(gen)]);
     }
     if (removed) this.syncDir();
-    // Segments that compaction removed whole: their files are gone, their mark can go too.
-    const stale = [...this.meta.getRange({ start: 'gen:', end: 'gen;' })].filter((e) => e.value === GONE).map((e) => e.key);
+    // Segments that compaction removed whole: their files are gone, their mark can go too; and so
+    // can the mark of a move whose segment has no file left.
+    const stale = [
+      ...[...this.meta.getRange({ start: 'gen:', end: 'gen;' })].filter((e) => e.value === GONE).map((e) => e.key),
+      ...[...this.meta.getRange({ start: 'moving:', end: 'moving;' })].map((e) => e.key),
+    ];
     if (stale.length > 0 || marks.length > 0) {
       this.opts.root.transactionSync(() => {
         stale.forEach((k) => this.meta.removeSync(k));
@@ -687,10 +757,10 @@ export class LogEventStore implements EventStore {
     let start: string | undefined;
     for (;;) {
       let last: string | undefined;
-      for (const { key, value } of this.index.getRange({ start, limit: 10_000 })) {
+      for (const { key, value } of this.index.getRange({ start, limit: 2_000 })) {
         if (key === start) continue; // `start` is where the previous step ended
         last = key;
-        if (!this.recent.has(key)) add(key, decodePos(value));
+        if (!this.recent.has(key)) add(key, this.decode(value));
       }
       if (last === undefined || this.closed) break;
       start = last;
@@ -703,18 +773,24 @@ export class LogEventStore implements EventStore {
   /**
    * Compacts sealed segment `n`: reads it, keeps the records still live (and the deletions, while
    * an older segment may hold versions they delete), writes them as the next generation of the
-   * segment and makes it durable; then, in one event-loop turn, moves the index entries of the
-   * records that are still live (none written or deleted meanwhile) to it, with the segment's new
-   * generation, in one LMDB transaction, and removes the old file. Returns undefined when it was
-   * not worth it (less than `minDeadRatio` of the bytes to drop) or not possible yet.
+   * segment and makes it durable. Then it moves the index entries of those records to the new
+   * generation a chunk at a time (`moveChunk` entries in an event-loop turn, each chunk its own
+   * LMDB transaction), so that reads and writes go on between chunks: a position names its
+   * generation, so entries moved and entries not moved yet are both read right, from two files.
+   * An entry is moved only if it still points at the record copied (a write or a deletion since
+   * then wins). A `moving` mark, committed before the first entry moves, tells a start cut short
+   * in the middle to finish the move (`rollForward`); the last step names the new generation as
+   * the segment's and drops the mark in one transaction, and only then is the old file removed.
+   * Returns undefined when it was not worth it (less than `minDeadRatio` of the bytes to drop) or
+   * not possible yet.
    */
   private async compactSegment(n: number, minDeadRatio: number): Promise<{ removed: boolean; reclaimed: number } | undefined> {
     // Not while index changes that point into the segment, or the checkpoint, are uncommitted.
     if (Number(this.committedCheckpoint.split(':')[0]) <= n) return undefined;
     for (const p of this.recent.values()) if (p.seg === n) return undefined;
-    const oldGen = this.gens.get(n) ?? 0;
+    const oldGen = this.genOf(n);
+    if (oldGen >= MAX_GEN) return undefined;
     const oldFile = path.join(this.opts.dir, segmentName(n, oldGen));
-    this.touched = { keys: new Set(), prefixes: new Set() };
     let newFile: string | undefined;
     let src: fs.promises.FileHandle | undefined;
     try {
@@ -725,7 +801,7 @@ export class LogEventStore implements EventStore {
       const kept: SegmentRecord[] = [];
       let bytes = 0;
       await this.eachRecord(src, n, size, (r) => {
-        if (r.put ? this.isAt(r.k, n, r.off) : older) {
+        if (r.put ? this.isAt(r.k, n, oldGen, r.off) : older) {
           r.to = bytes;
           kept.push(r);
           bytes += r.end - r.start;
@@ -737,49 +813,81 @@ export class LogEventStore implements EventStore {
       if (kept.length > 0) {
         newFile = path.join(this.opts.dir, segmentName(n, newGen));
         await this.copyRecords(src, size, kept, newFile);
-        this.syncDir();
+        await this.syncDirAsync();
       }
       await this.opts.compaction?.onStep?.('written', n);
       if (this.closed) throw new Error('event store closed');
+      const stop = (e: unknown, what: string): undefined => {
+        this.compactionStopped = true;
+        this.opts.warn?.(`event log compaction stopped until the next start: LMDB did not commit ${what} (${(e as Error)?.message ?? e})`);
+        return undefined;
+      };
 
-      // In this one turn: the moved entries go to LMDB with the segment's new generation (one
-      // transaction: lmdb-js commits the writes of an event-loop turn together), reads switch to
-      // the new file, finding the moved positions in `recent` until the commit.
-      const { keys, prefixes } = this.touched;
-      const moved = kept
-        .filter((r) => r.put && !keys.has(r.k) && !prefixes.has(prefixOfKey(r.k)))
-        .map((r) => ({ k: r.k, pos: { seg: n, off: r.to + (r.off - r.start), len: r.len } }));
-      for (const m of moved) {
-        this.recent.set(m.k, m.pos);
-        void this.index.put(m.k, encodePos(m.pos));
-      }
-      const committed = this.meta.put(genKey(n), kept.length === 0 ? GONE : String(newGen));
-      newFile = undefined; // read from now on; removed at the next start if the commit fails
-      const oldFd = this.fds.get(n);
-      this.fds.delete(n);
-      if (kept.length === 0) {
+      if (kept.length > 0) {
+        try {
+          await this.meta.put(movingKey(n), String(newGen));
+        } catch (e) {
+          return stop(e, `the start of segment ${n}'s move`); // nothing points at the new file: removed below
+        }
+        newFile = undefined; // part of the log from here on: a start finishes the move
+        const chunk = Math.max(1, this.opts.compaction?.moveChunk ?? MOVE_CHUNK);
+        const puts = kept.filter((r) => r.put);
+        for (let i = 0; i < puts.length; i += chunk) {
+          // One turn: these entries go to LMDB together; reads find them in `recent` until then.
+          const moved: { k: string; pos: Pos }[] = [];
+          let committed: Promise<boolean> | undefined;
+          for (let j = i; j < Math.min(puts.length, i + chunk); j++) {
+            const r = puts[j]!;
+            if (!this.isAt(r.k, n, oldGen, r.off)) continue;
+            const pos: Pos = { seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len };
+            this.recent.set(r.k, pos);
+            moved.push({ k: r.k, pos });
+            committed = this.index.put(r.k, encodePos(pos));
+          }
+          eventIndexBehind.set(this.recent.size);
+          try {
+            await committed;
+          } catch (e) {
+            // The moved entries stay in `recent`: this process reads them from the new file, and
+            // the next start finishes the move.
+            return stop(e, `a step of segment ${n}'s move`);
+          }
+          for (const m of moved) if (this.recent.get(m.k) === m.pos) this.recent.delete(m.k);
+          eventIndexBehind.set(this.recent.size);
+          await this.opts.compaction?.onStep?.('moved', n);
+          if (this.closed) return undefined; // the next start finishes the move
+        }
+        // No position names the old generation now: the new one becomes the segment's.
+        this.gens.set(n, newGen);
+        const flip = this.meta.put(genKey(n), String(newGen));
+        void this.meta.remove(movingKey(n));
+        try {
+          await flip;
+        } catch (e) {
+          return stop(e, `the end of segment ${n}'s move`);
+        }
+      } else {
+        // Nothing in it is live: the segment goes.
         this.gens.delete(n);
         this.segs = this.segs.filter((x) => x !== n);
-      } else this.gens.set(n, newGen);
-      if (oldFd !== undefined) this.retire(oldFd);
-      eventIndexBehind.set(this.recent.size);
-      try {
-        await committed;
-      } catch (e) {
-        // Both generations stay: this process reads the new one (through `recent`), the next
-        // start the old one, which the index still names.
-        this.compactionStopped = true;
-        this.opts.warn?.(`event log compaction stopped until the next start: LMDB did not commit segment ${n}'s move (${(e as Error)?.message ?? e})`);
-        return undefined;
+        try {
+          await this.meta.put(genKey(n), GONE);
+        } catch (e) {
+          this.gens.set(n, oldGen);
+          this.segs = [...this.segs, n].sort((a, b) => a - b);
+          return stop(e, `segment ${n}'s removal`);
+        }
       }
-      for (const m of moved) if (this.recent.get(m.k) === m.pos) this.recent.delete(m.k);
-      eventIndexBehind.set(this.recent.size);
+      const oldFd = this.fds.get(fileKey(n, oldGen));
+      this.fds.delete(fileKey(n, oldGen));
+      if (oldFd !== undefined) this.retire(oldFd);
       await this.opts.compaction?.onStep?.('committed', n);
 
       await src.close();
       src = undefined;
-      fs.unlinkSync(oldFile);
-      this.syncDir();
+      // In the thread pool: removing a file of 64 MB took ~30 ms, too long for the event loop.
+      await fs.promises.unlink(oldFile);
+      await this.syncDirAsync();
       if (kept.length === 0) await this.meta.remove(genKey(n));
       const reclaimed = size - bytes;
       eventLogBytes.dec(reclaimed);
@@ -787,22 +895,21 @@ export class LogEventStore implements EventStore {
       eventLogReclaimedBytes.inc(reclaimed);
       return { removed: kept.length === 0, reclaimed };
     } finally {
-      this.touched = undefined;
       await src?.close();
-      // Written but not named by the index (stopped before the commit): not part of the log.
+      // Written but not named by the index (stopped before the move started): not part of the log.
       if (newFile !== undefined) fs.rmSync(newFile, { force: true });
     }
   }
 
-  /** Whether the index has `k` at offset `off` of segment `n`. */
-  private isAt(k: string, n: number, off: number): boolean {
+  /** Whether the index has `k` at offset `off` of generation `gen` of segment `n`. */
+  private isAt(k: string, n: number, gen: number, off: number): boolean {
     let pos = this.recent.get(k);
     if (pos === undefined) {
       const raw = this.index.get(k);
       if (raw === undefined) return false;
-      pos = decodePos(raw);
+      pos = this.decode(raw);
     }
-    return pos.len >= 0 && pos.seg === n && pos.off === off;
+    return pos.len >= 0 && pos.seg === n && pos.gen === gen && pos.off === off;
   }
 
   /**
@@ -892,6 +999,47 @@ export class LogEventStore implements EventStore {
     }
   }
 
+  /**
+   * At start, finishes a compaction's move of segment `n` from generation `from` to `to` that a
+   * stop cut short: every index entry that still points at `from` points at the same record in
+   * `to` afterwards (the new generation holds a copy of each record the move was to take over).
+   */
+  private rollForward(n: number, from: number, to: number): void {
+    const name = segmentName(n, to);
+    const fd = fs.openSync(path.join(this.opts.dir, name), 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const head = Buffer.allocUnsafe(HEADER);
+      let batch: [string, Buffer][] = [];
+      let moved = 0;
+      const apply = () => {
+        const todo = batch;
+        batch = [];
+        this.opts.root.transactionSync(() => todo.forEach(([k, v]) => this.index.putSync(k, v)));
+      };
+      for (let at = 0; at < size; ) {
+        const body = readRecordSync(fd, at, size, head);
+        if (typeof body === 'string') throw new Error(`event log ${name}: ${body} at byte ${at} of ${size} in a compacted segment; the log is damaged`);
+        const kb = body.readUInt16LE(1);
+        if (body[0] === OP_PUT) {
+          const k = body.toString('utf8', 3, 3 + kb);
+          const raw = this.index.get(k);
+          const pos = raw === undefined ? undefined : decodePos(raw, () => from);
+          if (pos !== undefined && pos.seg === n && pos.gen === from) {
+            batch.push([k, encodePos({ seg: n, gen: to, off: at + HEADER + 3 + kb, len: body.length - 3 - kb })]);
+            moved++;
+            if (batch.length >= 10_000) apply();
+          }
+        }
+        at += HEADER + body.length;
+      }
+      apply();
+      this.opts.warn?.(`event log: finished moving segment ${n}'s index to ${name} (${moved} entries), which a stop had cut short`);
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+
   /** Applies segment `n` from `from` to the index; returns where its last whole record ends. */
   private replay(n: number, from: number, last: boolean): number {
     const fd = this.fdOf(n);
@@ -905,32 +1053,24 @@ export class LogEventStore implements EventStore {
       this.opts.root.transactionSync(() => todo.forEach((f) => f()));
     };
     const head = Buffer.allocUnsafe(HEADER);
+    const name = segmentName(n, this.genOf(n));
     while (at < fileSize) {
       const torn = (why: string) => {
-        if (!last) throw new Error(`event log ${segmentName(n)}: ${why} at byte ${at} of ${fileSize}, not at the end of the log; the log is damaged`);
-        this.opts.warn?.(`event log ${segmentName(n)}: ${why} at byte ${at}; cutting off the last ${fileSize - at} bytes (a write cut off by a crash, never acknowledged)`);
+        if (!last) throw new Error(`event log ${name}: ${why} at byte ${at} of ${fileSize}, not at the end of the log; the log is damaged`);
+        this.opts.warn?.(`event log ${name}: ${why} at byte ${at}; cutting off the last ${fileSize - at} bytes (a write cut off by a crash, never acknowledged)`);
         fs.ftruncateSync(fd, at);
         fs.fsyncSync(fd);
       };
-      if (fileSize - at < HEADER || fs.readSync(fd, head, 0, HEADER, at) !== HEADER) {
-        torn('a torn record header');
+      const body = readRecordSync(fd, at, fileSize, head);
+      if (typeof body === 'string') {
+        torn(body);
         break;
       }
-      const len = head.readUInt32LE(0);
-      if (len < 3 || len > fileSize - at - HEADER) {
-        torn('a torn record');
-        break;
-      }
-      const body = Buffer.allocUnsafe(len);
-      fs.readSync(fd, body, 0, len, at + HEADER);
-      if (zlib.crc32(body) !== head.readUInt32LE(4)) {
-        torn('a record whose checksum does not match');
-        break;
-      }
+      const len = body.length;
       const kb = body.readUInt16LE(1);
       const k = body.toString('utf8', 3, 3 + kb);
       if (body[0] === OP_PUT) {
-        const value = encodePos({ seg: n, off: at + HEADER + 3 + kb, len: len - 3 - kb });
+        const value = encodePos({ seg: n, gen: this.genOf(n), off: at + HEADER + 3 + kb, len: len - 3 - kb });
         batch.push(() => this.index.putSync(k, value));
       } else if (body[0] === OP_DELETE) {
         batch.push(() => RANKS_DOWN.forEach((r) => this.index.removeSync(k + r)));
@@ -961,7 +1101,7 @@ export class LogEventStore implements EventStore {
       const base = this.size;
       this.size += buf.length;
       this.opts.root.transactionSync(() => {
-        for (const op of ops) if ('k' in op) this.index.putSync(op.k, encodePos({ seg: this.seg, off: base + op.at, len: op.len }));
+        for (const op of ops) if ('k' in op) this.index.putSync(op.k, encodePos({ seg: this.seg, gen: this.genOf(this.seg), off: base + op.at, len: op.len }));
         this.meta.putSync(CHECKPOINT, `${this.seg}:${this.size}`);
       });
     };

@@ -388,7 +388,7 @@ describe('event log compaction', () => {
     expect(await read(again, 'small')).toBeUndefined();
   });
 
-  it('when LMDB fails to commit the move, reads go on from the new generation and the next start goes back to the old one', async () => {
+  it('when LMDB fails to commit the start of the move, the new generation is removed and reads go on from the old one', async () => {
     const dir = tmp();
     const warnings: string[] = [];
     const s = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
@@ -396,19 +396,159 @@ describe('event log compaction', () => {
     await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
     await s.events.write([put('b', fixed(0))]);
     await new Promise((r) => setTimeout(r, 50)); // indexed
-    // The compaction's transaction fails.
     const restore = failCommits(s);
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
     restore();
-    expect(warnings.join()).toMatch(/compaction stopped until the next start.*MDB_MAP_FULL/);
-    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    expect(warnings.join()).toMatch(/compaction stopped until the next start.*the start of segment 1's move.*MDB_MAP_FULL/);
+    expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log']);
     for (let j = 0; j < 18; j++) expect(await read(s, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
     // No second try in this process.
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
     await closeIt(s);
-    const again = openAt(dir, { ...small, warn: () => {} });
+    const again = openAt(dir, small);
     expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log']);
     for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+  });
+
+  /** Segment 1: a0..a17, a0..a9 replaced in segment 2 (8 live records in segment 1), then 'b'. */
+  const halfReplaced = async (s: EmbeddedStores) => {
+    await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
+    await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
+    await s.events.write([put('b', fixed(0))]);
+    await new Promise((r) => setTimeout(r, 50)); // indexed
+  };
+  const halfReplacedReads = async (store: EmbeddedStores) => {
+    for (let j = 0; j < 18; j++) expect(await read(store, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+    expect(await read(store, 'b')).toBe(fixed(0));
+  };
+
+  /** Segments of 4 KB, compaction only when called, the index moved 3 entries at a time; `moved` runs after each chunk. */
+  const chunked = (moved: () => void | Promise<void>, warn?: (m: string) => void): EmbeddedStoreOptions => ({
+    eventSegmentBytes: 4096,
+    ...(warn ? { warn } : {}),
+    eventCompaction: { intervalMs: 0, moveChunk: 3, onStep: (step: string) => (step === 'moved' ? moved() : undefined) },
+  });
+
+  it('moves the index to the new generation a chunk at a time, reading from both files meanwhile', async () => {
+    const dir = tmp();
+    let s: EmbeddedStores | undefined;
+    const seen: string[][] = [];
+    s = openAt(
+      dir,
+      chunked(async () => {
+        // Between two chunks: some entries name generation 1, the others still generation 0.
+        seen.push(segments(dir));
+        await halfReplacedReads(s!);
+      }),
+    );
+    await halfReplaced(s);
+    expect((await s.events.compact()).compacted).toEqual([1]);
+    // 8 live records in chunks of 3.
+    expect(seen).toHaveLength(3);
+    for (const files of seen) expect(files).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
+    await halfReplacedReads(s);
+    await afterRestartAndRebuild(s, dir, halfReplacedReads);
+  });
+
+  it('a write or a deletion between two chunks of the move wins over it, also after a restart and a rebuild', async () => {
+    const dir = tmp();
+    let s: EmbeddedStores | undefined;
+    let steps = 0;
+    s = openAt(
+      dir,
+      chunked(async () => {
+        // After the first chunk: a10..a12 moved, a13..a17 not yet.
+        if (steps++ === 0) await s!.events.write([del('a16'), put('a17', fixed(17, 9))]);
+      }),
+    );
+    await halfReplaced(s);
+    expect((await s.events.compact()).compacted).toEqual([1]);
+    const expected = async (store: EmbeddedStores) => {
+      for (let j = 0; j < 16; j++) expect(await read(store, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
+      expect(await read(store, 'a16')).toBeUndefined();
+      expect(await read(store, 'a17')).toBe(fixed(17, 9));
+    };
+    await expected(s);
+    await afterRestartAndRebuild(s, dir, expected);
+  });
+
+  it('when LMDB fails to commit a step of the move, reads go on from both generations and the next start finishes the move', async () => {
+    const dir = tmp();
+    const warnings: string[] = [];
+    let restore: (() => void) | undefined;
+    let s: EmbeddedStores | undefined;
+    s = openAt(
+      dir,
+      chunked(
+        () => void (restore ??= failCommits(s!)), // the second chunk fails
+        (m) => warnings.push(m),
+      ),
+    );
+    await halfReplaced(s);
+    expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
+    restore!();
+    expect(warnings.join()).toMatch(/compaction stopped until the next start.*a step of segment 1's move.*MDB_MAP_FULL/);
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    await halfReplacedReads(s);
+    await closeIt(s);
+    const again = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
+    expect(warnings.join('\n')).toMatch(/finished moving segment 1's index to 0000000001\.1\.log \(5 entries\)/);
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
+    await halfReplacedReads(again);
+    await closeIt(again);
+    await clearIndex(dir);
+    await halfReplacedReads(openAt(dir, small));
+  });
+
+  it('after a crash in the middle of the move, the next start finishes it', async () => {
+    const dir = tmp();
+    let steps = 0;
+    const s = openAt(
+      dir,
+      chunked(() => {
+        if (++steps === 2) throw new Error('crash');
+      }),
+    );
+    await halfReplaced(s);
+    await expect(s.events.compact()).rejects.toThrow('crash');
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000001.log', '0000000002.log']);
+    await closeIt(s);
+    const warnings: string[] = [];
+    const again = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
+    expect(warnings.join('\n')).toMatch(/finished moving segment 1's index to 0000000001\.1\.log \(2 entries\)/);
+    expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
+    await halfReplacedReads(again);
+    // Compacted again later: generation 2.
+    await again.events.write(Array.from({ length: 8 }, (_, j) => put(`a${10 + j}`, fixed(10 + j, 2))));
+    await again.events.write([put('c', fixed(0))]);
+    expect((await again.events.compact()).removed).toEqual([1]);
+    await closeIt(again);
+    await clearIndex(dir);
+    const rebuilt = openAt(dir, small);
+    for (let j = 0; j < 18; j++) expect(await read(rebuilt, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 2));
+  });
+
+  it('reads and compacts an index written before positions named their generation (12-byte values)', async () => {
+    const dir = tmp();
+    const s = openAt(dir, small);
+    await halfReplaced(s);
+    // Segment 1 compacted once before: its entries lie in generation 1, as its mark says.
+    expect((await s.events.compact()).compacted).toEqual([1]);
+    await closeIt(s);
+    await legacyIndex(dir);
+    const again = openAt(dir, small);
+    await halfReplacedReads(again);
+    // Half of generation 1 replaced: compacted again, its 12-byte entries move to generation 2.
+    await again.events.write(Array.from({ length: 4 }, (_, j) => put(`a${10 + j}`, fixed(10 + j, 2))));
+    await new Promise((r) => setTimeout(r, 50)); // indexed
+    expect((await again.events.compact()).compacted).toEqual([1]);
+    expect(segments(dir)).toEqual(['0000000001.2.log', '0000000002.log']);
+    const expected = async (store: EmbeddedStores) => {
+      for (let j = 0; j < 18; j++) expect(await read(store, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : j < 14 ? 2 : 0));
+    };
+    await expected(again);
+    await afterRestartAndRebuild(again, dir, expected);
   });
 
   it('after a crash: a new generation that was not committed is removed at start, and so is an old one that was', async () => {
@@ -510,6 +650,17 @@ function failCommits(s: EmbeddedStores): () => void {
     store.index.put = real.index;
     store.meta.put = real.meta;
   };
+}
+
+/** Rewrites every index value as an earlier version wrote it: segment, offset, length (12 bytes). */
+async function legacyIndex(dir: string): Promise<void> {
+  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
+  const index = root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
+  const entries = [...index.getRange({})].map(({ key, value }) => [key, Buffer.from(value)] as const);
+  expect(entries.length).toBeGreaterThan(0);
+  expect(entries.every(([, v]) => v.length === 16)).toBe(true);
+  root.transactionSync(() => entries.forEach(([k, v]) => index.putSync(k, v.subarray(0, 12))));
+  await root.close();
 }
 
 async function clearIndex(dir: string): Promise<void> {
