@@ -42,6 +42,7 @@ export interface Config {
   readonly kafka: {
     readonly publishTimeoutMs: number;
     readonly lingerMs: number;
+    readonly maxRequestBytes: number;
     readonly sessionTimeoutMs: number;
     readonly heartbeatMs: number;
     readonly rebalanceTimeoutMs: number;
@@ -69,6 +70,7 @@ export const CONFIG_VARIABLES = {
   OTM_BULK_THREADS: 'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
+  KAFKA_MAX_REQUEST_BYTES: "most bytes of messages in one produce request (default 1000000, under Kafka's default message.max.bytes; a larger message goes alone)",
   KAFKA_SESSION_TIMEOUT_MS: 'consumer group session timeout (default 30000)',
   KAFKA_HEARTBEAT_MS: 'consumer heartbeat interval (default 3000)',
   KAFKA_REBALANCE_TIMEOUT_MS: 'consumer rebalance timeout (default 60000)',
@@ -162,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),
+      maxRequestBytes: integer(env, 'KAFKA_MAX_REQUEST_BYTES', 1_000_000, 1_024, 1_073_741_824),
       sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
       heartbeatMs: integer(env, 'KAFKA_HEARTBEAT_MS', 3_000, 100, 600_000),
       rebalanceTimeoutMs: integer(env, 'KAFKA_REBALANCE_TIMEOUT_MS', 60_000, 1_000, 3_600_000),

@@ -24,6 +24,7 @@ describe('loadConfig', () => {
     [{ OTM_TOKENS: 'longenough:ac/me:read' }, 'OTM_TOKENS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ OTM_BODY_LIMIT: '-1' }, 'OTM_BODY_LIMIT'],
+    [{ KAFKA_MAX_REQUEST_BYTES: '100' }, 'KAFKA_MAX_REQUEST_BYTES'],
   ])('rejects %j naming %s', (env, variable) => {
     let err: unknown;
     try {
@@ -47,6 +48,8 @@ describe('loadConfig', () => {
       OTM_TOKENS: 's3cret-token:acme:read+write,viewer-token:acme:read',
     });
     expect(c.kafkaBrokers).toEqual(['127.0.0.1:9092', 'kafka-2:9092']);
+    expect(c.kafka).toMatchObject({ lingerMs: 5, maxRequestBytes: 1_000_000 });
+    expect(loadConfig({ KAFKA_MAX_REQUEST_BYTES: '4000000' }).kafka.maxRequestBytes).toBe(4_000_000);
     expect(c.tokens?.map((t) => [t.tenant, [...t.scopes]])).toEqual([
       ['acme', ['read', 'write']],
       ['acme', ['read']],

@@ -1,5 +1,6 @@
 export {
   KafkaBus,
+  produceChunks,
   ensureTopics,
   isRetryable,
   UNCLASSIFIED_ATTEMPTS,

@@ -61,6 +61,15 @@ export interface KafkaBusOptions {
    * `linger.ms`). Larger record batches are cheaper for brokers and consumers. Default 5.
    */
   readonly lingerMs?: number;
+  /**
+   * Most bytes of messages (keys and values) in one produce request; a publish larger than that
+   * goes in several requests, one after the other. Kafka refuses a record batch larger than its
+   * `message.max.bytes` (1 MB by default), and the messages of one partition travel in one batch:
+   * without this bound a bulk request of many events of one vehicle could never be accepted by a
+   * real broker. A single message larger than this goes alone. Default 1,000,000 (like the Java
+   * producer's `max.request.size`).
+   */
+  readonly maxRequestBytes?: number;
   /** Bound on ready() (ms). Default 2000. */
   readonly readyTimeoutMs?: number;
   /** Seconds a client is told to wait (Retry-After) when Kafka is unavailable. Default 5. */
@@ -152,6 +161,32 @@ interface Pipeline {
 
 /** Most messages in one produce request (a larger publish is sent in several). */
 const SEND_CHUNK = 10_000;
+/** What a message adds to a produce request besides its key and value (record framing, headers: an estimate on the safe side). */
+const RECORD_OVERHEAD = 32;
+
+const byteLength = (v: string | Buffer): number => (typeof v === 'string' ? Buffer.byteLength(v) : v.length);
+
+/**
+ * Splits messages, in order, into produce requests of at most `maxCount` messages and `maxBytes`
+ * bytes of keys, values and record framing; a message larger than `maxBytes` goes alone.
+ */
+export function produceChunks<M extends { readonly key: string; readonly value: string | Buffer }>(messages: readonly M[], maxCount: number, maxBytes: number): M[][] {
+  const chunks: M[][] = [];
+  let chunk: M[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = Buffer.byteLength(m.key) + byteLength(m.value) + RECORD_OVERHEAD;
+    if (chunk.length > 0 && (chunk.length >= maxCount || bytes + size > maxBytes)) {
+      chunks.push(chunk);
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(m);
+    bytes += size;
+  }
+  if (chunk.length > 0) chunks.push(chunk);
+  return chunks;
+}
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
@@ -319,17 +354,15 @@ export class KafkaBus implements Bus {
         byTopic.set(e.topic, list);
       }
     }
-    // At most SEND_CHUNK messages per produce request, so that a record batch stays well under the
-    // consumers' fetch size; the chunks go one after the other, which keeps per-key order.
+    // At most SEND_CHUNK messages and maxRequestBytes bytes per produce request, so that a record
+    // batch stays under the broker's message.max.bytes and the consumers' fetch size; the chunks
+    // go one after the other, which keeps per-key order.
+    const maxBytes = this.opts.maxRequestBytes ?? 1_000_000;
     const send = async () => {
       const producer = await this.connectedProducer();
       for (const [topic, messages] of byTopic) {
-        for (let i = 0; i < messages.length; i += SEND_CHUNK) {
-          await producer.sendBatch({
-            acks: -1,
-            timeout: this.publishTimeoutMs,
-            topicMessages: [{ topic, messages: messages.slice(i, i + SEND_CHUNK) }],
-          });
+        for (const chunk of produceChunks(messages, SEND_CHUNK, maxBytes)) {
+          await producer.sendBatch({ acks: -1, timeout: this.publishTimeoutMs, topicMessages: [{ topic, messages: chunk }] });
         }
       }
     };

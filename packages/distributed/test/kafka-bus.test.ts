@@ -4,7 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../test/infra/services.js';
-import { FAST_CONSUMER_SETTINGS, KafkaBus, UNCLASSIFIED_ATTEMPTS, ensureTopics } from '../src/index.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, UNCLASSIFIED_ATTEMPTS, ensureTopics, produceChunks } from '../src/index.js';
 
 const env = (topic: string, key: string, n: number): Envelope => ({
   topic: topic as Topic,
@@ -94,6 +94,45 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await eventually(() => expect(applied).toEqual([6, 8]), 30_000);
     expect(attempts).toBeGreaterThanOrEqual(UNCLASSIFIED_ATTEMPTS);
     await bus.close();
+  });
+
+  it('splits a publish into produce requests under maxRequestBytes, in order, each message delivered once', async () => {
+    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, maxRequestBytes: 100_000 });
+    // Every produce request's bytes, as kafkajs is handed them.
+    const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: SendBatch) => Promise<unknown> }> }).connectedProducer();
+    type SendBatch = { topicMessages: { messages: { key: string; value: string | Buffer }[] }[] };
+    const requests: number[] = [];
+    const real = producer.sendBatch.bind(producer);
+    producer.sendBatch = (b) => {
+      requests.push(b.topicMessages.flatMap((t) => t.messages).reduce((a, m) => a + Buffer.byteLength(m.key) + Buffer.byteLength(m.value), 0));
+      return real(b);
+    };
+    const applied: number[] = [];
+    const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
+      for (const e of batch) applied.push(e.message.acceptedAt);
+    });
+    await sub.joined;
+    // 60 messages of ~10 KB for one key (one partition: one record batch per request), one publish.
+    const pad = 'p'.repeat(10_000);
+    const big = (n: number): Envelope => ({ topic: own as Topic, key: 'one-vehicle', message: { v: 1, op: 'delete', tenant: pad, kind: 'trips', key: `k${n}`, acceptedAt: n } });
+    await bus.publish(Array.from({ length: 60 }, (_, n) => big(n)));
+    await eventually(() => expect(applied).toHaveLength(60));
+    expect(applied).toEqual(Array.from({ length: 60 }, (_, n) => n));
+    expect(requests.length).toBeGreaterThanOrEqual(6);
+    for (const bytes of requests) expect(bytes).toBeLessThanOrEqual(100_000);
+    await bus.close();
+  });
+
+  it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
+    const m = (key: string, size: number) => ({ key, value: 'v'.repeat(size) });
+    const msgs = [m('a', 40), m('b', 40), m('c', 500), m('d', 10), m('e', 10), m('f', 10)];
+    // 32 bytes of framing a record: a, b are 73 bytes each.
+    const chunks = produceChunks(msgs, 2, 160);
+    expect(chunks.map((c) => c.map((x) => x.key).join(''))).toEqual(['ab', 'c', 'de', 'f']);
+    expect(produceChunks(msgs, 10, 10_000).map((c) => c.length)).toEqual([6]);
+    expect(produceChunks([], 10, 100)).toEqual([]);
+    expect(produceChunks([{ key: 'k', value: Buffer.alloc(300) }], 10, 100).map((c) => c.length)).toEqual([1]);
   });
 
   it('ensureTopics logs and continues when the cluster refuses CreateTopics (the mock does)', async () => {

@@ -45,7 +45,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
       ? new KafkaBus({
           brokers: config.kafkaBrokers,
           logger: logger.child({ component: 'kafka' }),
-          ...(config.kafka ? { publishTimeoutMs: config.kafka.publishTimeoutMs, lingerMs: config.kafka.lingerMs } : {}),
+          ...(config.kafka ? { publishTimeoutMs: config.kafka.publishTimeoutMs, lingerMs: config.kafka.lingerMs, maxRequestBytes: config.kafka.maxRequestBytes } : {}),
           consumer: opts.consumer ?? {
             ...(config.kafka
               ? {
