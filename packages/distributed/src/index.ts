@@ -1,6 +1,8 @@
 export {
   KafkaBus,
   produceChunks,
+  packRecords,
+  PACK_HEADER,
   ensureTopics,
   isRetryable,
   UNCLASSIFIED_ATTEMPTS,

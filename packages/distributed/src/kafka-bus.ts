@@ -3,15 +3,17 @@
  *
  * Publishing: one producer per bus, `acks: -1` (every in-sync replica), message value = the
  * ChangeMessage as JSON, key = `envelope.key` (so one key stays on one partition, in order),
- * topic = `envelope.topic`. `publish` resolves only once Kafka acknowledged every message; when
+ * topic = `envelope.topic`. Several messages of one key in one produce request go as one record,
+ * their texts one a line, with the header `otm-pack: <count>` (`packRecords`); a produce request
+ * holds at most `maxRequestBytes`. `publish` resolves only once Kafka acknowledged every message; when
  * Kafka cannot take them within `publishTimeoutMs` it rejects with `unavailable()` (503,
  * Retry-After): never a hang, never a resolve for a lost write. A timed-out send may still land
  * later; the client retries on 503 and the workers' writes are idempotent, so that is harmless.
  *
  * Consuming: one consumer (group member) per `subscribe`, `eachBatch` with auto-resolve and
- * auto-commit off. A partition's batch is handed to the handler in chunks of at most `maxBatch`
- * messages, in partition order; the offset of a chunk is committed only after the handler
- * resolved. Failures:
+ * auto-commit off. A partition's batch is handed to the handler in chunks of about `maxBatch`
+ * messages (a packed record is never split between two), in partition order; the offset of a
+ * chunk is committed only after the handler resolved. Failures:
  * - retryable (an OtmServiceError with `retryable`, or any other error, e.g. a socket error of a
  *   store): nothing is committed, the same chunk is retried with exponential backoff
  *   (heartbeating meanwhile). If the consumer is stopped or loses the partition meanwhile, the
@@ -170,12 +172,12 @@ const byteLength = (v: string | Buffer): number => (typeof v === 'string' ? Buff
  * Splits messages, in order, into produce requests of at most `maxCount` messages and `maxBytes`
  * bytes of keys, values and record framing; a message larger than `maxBytes` goes alone.
  */
-export function produceChunks<M extends { readonly key: string; readonly value: string | Buffer }>(messages: readonly M[], maxCount: number, maxBytes: number): M[][] {
+export function produceChunks<M extends { readonly key: string; readonly value: string | Buffer; readonly headers?: Record<string, string> }>(messages: readonly M[], maxCount: number, maxBytes: number): M[][] {
   const chunks: M[][] = [];
   let chunk: M[] = [];
   let bytes = 0;
   for (const m of messages) {
-    const size = Buffer.byteLength(m.key) + byteLength(m.value) + RECORD_OVERHEAD;
+    const size = Buffer.byteLength(m.key) + byteLength(m.value) + RECORD_OVERHEAD + (m.headers === undefined ? 0 : 64);
     if (chunk.length > 0 && (chunk.length >= maxCount || bytes + size > maxBytes)) {
       chunks.push(chunk);
       chunk = [];
@@ -186,6 +188,69 @@ export function produceChunks<M extends { readonly key: string; readonly value: 
   }
   if (chunk.length > 0) chunks.push(chunk);
   return chunks;
+}
+
+/** Header of a Kafka record that packs several change messages of one key (its value: their texts, one a line). */
+export const PACK_HEADER = 'otm-pack';
+/** Largest value of a packed record: far under any broker's message.max.bytes. */
+const PACK_MAX_BYTES = 256 * 1024;
+const NEWLINE = 0x0a;
+const LINE_BREAK = Buffer.from([NEWLINE]);
+
+/** A record to produce: one message, or several of one key packed into one. */
+export interface ProduceRecord {
+  readonly key: string;
+  readonly value: string | Buffer;
+  readonly headers?: Record<string, string>;
+}
+
+/**
+ * The records to produce for messages of one topic, in publish order per key: the messages of a
+ * key that appears more than once in the publish are packed, in order, into records of up to
+ * `maxPackBytes`, their texts one a line (a change message's JSON never holds a raw newline; one
+ * that does goes alone). Kafka, the producer and the consumers then handle one record where they
+ * handled each message (kafkajs encodes every record into its own buffer: ~15 µs of CPU an event
+ * of a bulk request, ~4 packed; docs/PERFORMANCE.md). A key sent once stays one plain record.
+ */
+export function packRecords(messages: readonly { readonly key: string; readonly value: string | Buffer }[], maxPackBytes = PACK_MAX_BYTES): ProduceRecord[] {
+  const byKey = new Map<string, (string | Buffer)[]>();
+  for (const m of messages) {
+    const list = byKey.get(m.key);
+    if (list === undefined) byKey.set(m.key, [m.value]);
+    else list.push(m.value);
+  }
+  const out: ProduceRecord[] = [];
+  for (const [key, values] of byKey) {
+    if (values.length === 1) {
+      out.push({ key, value: values[0]! });
+      continue;
+    }
+    let pack: Buffer[] = [];
+    let bytes = 0;
+    const flush = () => {
+      if (pack.length === 1) out.push({ key, value: pack[0]! });
+      else if (pack.length > 1) {
+        const parts: Buffer[] = [];
+        pack.forEach((b, i) => (i === 0 ? parts.push(b) : parts.push(LINE_BREAK, b)));
+        out.push({ key, value: Buffer.concat(parts, bytes), headers: { [PACK_HEADER]: String(pack.length) } });
+      }
+      pack = [];
+      bytes = 0;
+    };
+    for (const v of values) {
+      const b = typeof v === 'string' ? Buffer.from(v) : v;
+      if (b.includes(NEWLINE)) {
+        flush();
+        out.push({ key, value: v });
+        continue;
+      }
+      if (pack.length > 0 && bytes + 1 + b.length > maxPackBytes) flush();
+      pack.push(b);
+      bytes += pack.length === 1 ? b.length : b.length + 1;
+    }
+    flush();
+  }
+  return out;
 }
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e));
@@ -235,10 +300,28 @@ export interface KafkaSubscription extends Subscription {
   readonly joined: Promise<void>;
 }
 
+/** One change message taken from a Kafka record (a packed record gives several). */
 interface Decoded {
   readonly message: KafkaMessage;
+  /** The change message's own text: the record's value, or its line of a packed record. */
+  readonly value: Buffer | null;
+  /** For a packed record: which of its messages this is, and how many it holds. */
+  readonly part?: { readonly index: number; readonly of: number };
+  /** Whether this is the record's last message: the record's offset may be committed after it. */
+  readonly last: boolean;
   readonly envelope?: Envelope;
   readonly parseError?: string;
+}
+
+/**
+ * Takes the next chunk off `queue`: `max` messages (or what there is), and then the rest of the
+ * record the last of them came from, so that a chunk always ends with a whole record, whose
+ * offset is committed after it.
+ */
+function takeChunk(queue: Decoded[], max: number): Decoded[] {
+  let n = Math.min(max, queue.length);
+  while (n < queue.length && !queue[n - 1]!.last) n++;
+  return queue.splice(0, n);
 }
 
 export class KafkaBus implements Bus {
@@ -361,7 +444,8 @@ export class KafkaBus implements Bus {
     const send = async () => {
       const producer = await this.connectedProducer();
       for (const [topic, messages] of byTopic) {
-        for (const chunk of produceChunks(messages, SEND_CHUNK, maxBytes)) {
+        // A packed record stays under the request bound too (with room for its key and framing).
+        for (const chunk of produceChunks(packRecords(messages, Math.min(PACK_MAX_BYTES, maxBytes - 1024)), SEND_CHUNK, maxBytes)) {
           await producer.sendBatch({ acks: -1, timeout: this.publishTimeoutMs, topicMessages: [{ topic, messages: chunk }] });
         }
       }
@@ -457,13 +541,31 @@ export class KafkaBus implements Bus {
     return sub;
   }
 
-  private decode(topic: string, m: KafkaMessage): Decoded {
+  /** The change messages of a record: one, or each line of a packed record (`packRecords`). */
+  private decode(topic: string, m: KafkaMessage): Decoded[] {
+    const count = m.headers?.[PACK_HEADER];
+    if (count === undefined || m.value === null) return [this.decodeOne(topic, m, m.value, undefined, true)];
+    const lines: Buffer[] = [];
+    for (let from = 0; ; ) {
+      const at = m.value.indexOf(NEWLINE, from);
+      lines.push(m.value.subarray(from, at === -1 ? m.value.length : at));
+      if (at === -1) break;
+      from = at + 1;
+    }
+    if (String(count) !== String(lines.length)) {
+      return [{ message: m, value: m.value, last: true, parseError: `a packed record of ${String(count)} messages holds ${lines.length} lines` }];
+    }
+    return lines.map((line, i) => this.decodeOne(topic, m, line, { index: i, of: lines.length }, i === lines.length - 1));
+  }
+
+  private decodeOne(topic: string, m: KafkaMessage, value: Buffer | null, part: Decoded['part'], last: boolean): Decoded {
+    const where: Decoded = part === undefined ? { message: m, value, last } : { message: m, value, part, last };
     try {
-      const message = decodeMessage(m.value?.toString('utf8') ?? 'null');
+      const message = decodeMessage(value?.toString('utf8') ?? 'null');
       if (typeof message !== 'object' || message === null || typeof message.op !== 'string') throw new Error('not a change message');
-      return { message: m, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
+      return { ...where, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
     } catch (e) {
-      return { message: m, parseError: errorText(e) };
+      return { ...where, parseError: errorText(e) };
     }
   }
 
@@ -491,7 +593,7 @@ export class KafkaBus implements Bus {
     }
     const state = st;
     if (!live() || batch.messages.length === 0) return;
-    for (const m of batch.messages) state.queue.push(this.decode(batch.topic, m));
+    for (const m of batch.messages) state.queue.push(...this.decode(batch.topic, m));
     resolveOffset(batch.messages[batch.messages.length - 1]!.offset);
     const max = this.consumerSettings.maxBatch;
     if (!state.running) {
@@ -499,7 +601,7 @@ export class KafkaBus implements Bus {
       state.tail = (async () => {
         try {
           while (state.queue.length > 0 && !state.failed) {
-            const chunk = state.queue.splice(0, max);
+            const chunk = takeChunk(state.queue, max);
             const done = await this.handleChunk(chunk, batch.topic, batch.partition, handler, live, heartbeat);
             if (!done) {
               state.failed = true;
@@ -532,9 +634,10 @@ export class KafkaBus implements Bus {
       });
     };
     const max = this.consumerSettings.maxBatch;
-    for (let i = 0; i < batch.messages.length; i += max) {
+    const queue = batch.messages.flatMap((m) => this.decode(batch.topic, m));
+    while (queue.length > 0) {
       if (!live()) return;
-      const chunk = batch.messages.slice(i, i + max).map((m) => this.decode(batch.topic, m));
+      const chunk = takeChunk(queue, max);
       const done = await this.handleChunk(chunk, batch.topic, batch.partition, handler, live, heartbeat);
       if (!done) return; // stopped or lost the partition: leave the rest uncommitted
       await commit(chunk[chunk.length - 1]!.message.offset);
@@ -640,7 +743,7 @@ export class KafkaBus implements Bus {
             messages: [
               {
                 key: d.message.key,
-                value: d.message.value,
+                value: d.value,
                 headers: {
                   reason: reason.slice(0, 2_000),
                   code,
@@ -648,6 +751,8 @@ export class KafkaBus implements Bus {
                   'original-partition': String(partition),
                   'original-offset': d.message.offset,
                   ...(d.message.key ? { 'original-key': d.message.key } : {}),
+                  // Which message of a packed record it was (from 0), of how many.
+                  ...(d.part ? { 'original-pack-index': `${d.part.index}/${d.part.of}` } : {}),
                 },
               },
             ],

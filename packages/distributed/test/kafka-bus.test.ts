@@ -4,7 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../test/infra/services.js';
-import { FAST_CONSUMER_SETTINGS, KafkaBus, UNCLASSIFIED_ATTEMPTS, ensureTopics, produceChunks } from '../src/index.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, PACK_HEADER, UNCLASSIFIED_ATTEMPTS, ensureTopics, packRecords, produceChunks } from '../src/index.js';
 
 const env = (topic: string, key: string, n: number): Envelope => ({
   topic: topic as Topic,
@@ -70,6 +70,8 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await reader.disconnect();
     expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(2);
     expect(dead[0]!.headers).toMatchObject({ reason: 'cannot apply #2', code: 'invalidDocument', 'original-topic': topic, 'original-key': 'same' });
+    // #1..#3 went as one packed record (one publish, one key): the dead letter is #2 alone.
+    expect(dead[0]!.headers['original-pack-index']).toBe('1/3');
     expect(dead[0]!.headers['original-partition']).toMatch(/^\d+$/);
     expect(dead[0]!.headers['original-offset']).toMatch(/^\d+$/);
     expect(dead[1]!.value).toBe('not json');
@@ -122,6 +124,64 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     expect(requests.length).toBeGreaterThanOrEqual(6);
     for (const bytes of requests) expect(bytes).toBeLessThanOrEqual(100_000);
     await bus.close();
+  });
+
+  it('packs the messages of one key of a publish into one record; the consumer hands them over in order, a record never split across batches', async () => {
+    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: { ...FAST_CONSUMER_SETTINGS, maxBatch: 2 } });
+    const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: SendBatch) => Promise<unknown> }> }).connectedProducer();
+    type SendBatch = { topicMessages: { messages: { key: string; headers?: Record<string, string> }[] }[] };
+    const records: { key: string; pack?: string }[] = [];
+    const real = producer.sendBatch.bind(producer);
+    producer.sendBatch = (b) => {
+      for (const m of b.topicMessages.flatMap((t) => t.messages)) records.push({ key: m.key, pack: m.headers?.[PACK_HEADER] });
+      return real(b);
+    };
+    const seen: string[] = [];
+    const batches: number[] = [];
+    const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
+      batches.push(batch.length);
+      for (const e of batch) seen.push(`${e.key}:${e.message.acceptedAt}`);
+    });
+    await sub.joined;
+    const msgs = [...Array.from({ length: 5 }, (_, n) => env(own, 'a', n)), env(own, 'b', 100), ...Array.from({ length: 3 }, (_, n) => env(own, 'c', 200 + n))];
+    await bus.publish(msgs);
+    await eventually(() => expect(seen).toHaveLength(9));
+    expect(records).toEqual([
+      { key: 'a', pack: '5' },
+      { key: 'b', pack: undefined },
+      { key: 'c', pack: '3' },
+    ]);
+    for (const k of ['a', 'b', 'c']) expect(seen.filter((x) => x.startsWith(`${k}:`))).toEqual(msgs.filter((m) => m.key === k).map((m) => `${k}:${m.message.acceptedAt}`));
+    // maxBatch 2, but a record's 5 messages go in one batch: its offset is committed after all of them.
+    expect(Math.max(...batches)).toBeGreaterThanOrEqual(5);
+    await bus.close();
+  });
+
+  it('packRecords: one record per key and pack, in order per key, under the pack size; a message with a newline alone', () => {
+    const recs = packRecords(
+      [
+        { key: 'a', value: 'a1' },
+        { key: 'b', value: 'b1' },
+        { key: 'a', value: Buffer.from('a2') },
+        { key: 'a', value: 'a\n3' },
+        { key: 'a', value: 'a4' },
+        { key: 'a', value: 'a5' },
+        { key: 'a', value: 'a6' },
+      ],
+      5,
+    );
+    const shown = recs.map((r) => ({ key: r.key, value: r.value.toString(), pack: r.headers?.[PACK_HEADER] }));
+    expect(shown).toEqual([
+      { key: 'a', value: 'a1\na2', pack: '2' },
+      { key: 'a', value: 'a\n3', pack: undefined },
+      { key: 'a', value: 'a4\na5', pack: '2' },
+      { key: 'a', value: 'a6', pack: undefined },
+      { key: 'b', value: 'b1', pack: undefined },
+    ]);
+    // A key sent once stays as it was given.
+    const one = { key: 'k', value: 'v' };
+    expect(packRecords([one])).toEqual([one]);
   });
 
   it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
