@@ -559,13 +559,12 @@ export class KafkaBus implements Bus {
   }
 
   private decodeOne(topic: string, m: KafkaMessage, value: Buffer | null, part: Decoded['part'], last: boolean): Decoded {
-    const where: Decoded = part === undefined ? { message: m, value, last } : { message: m, value, part, last };
     try {
       const message = decodeMessage(value?.toString('utf8') ?? 'null');
       if (typeof message !== 'object' || message === null || typeof message.op !== 'string') throw new Error('not a change message');
-      return { ...where, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
+      return { message: m, value, part, last, envelope: { topic: topic as Topic, key: m.key?.toString('utf8') ?? '', message } };
     } catch (e) {
-      return { ...where, parseError: errorText(e) };
+      return { message: m, value, part, last, parseError: errorText(e) };
     }
   }
 

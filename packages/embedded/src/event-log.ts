@@ -66,8 +66,6 @@ const CHECKPOINT = 'checkpoint';
 /** Meta key of a segment's current generation (absent: 0); GONE: compaction found nothing in it to keep. */
 const genKey = (n: number) => `gen:${String(n).padStart(10, '0')}`;
 const GONE = 'gone';
-/** The lifecycle versions' common prefix of a put's index key (`tenant|kind|key|`). */
-const prefixOfKey = (k: string) => k.slice(0, k.lastIndexOf(SEP) + 1);
 
 /**
  * Where a document lies in the log: segment number, the generation of the segment's file, byte
