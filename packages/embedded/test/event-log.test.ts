@@ -529,6 +529,72 @@ describe('event log compaction', () => {
     for (let j = 0; j < 18; j++) expect(await read(rebuilt, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 2));
   });
 
+  it('writes, deletions and reads racing repeated compactions (seeded): every read answers the last write, also after a restart and a rebuild', async () => {
+    let seed = Number(process.env.OTM_TEST_SEED ?? 20261124);
+    const random = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 2 ** 32;
+    };
+    const dir = tmp();
+    const model = new Map<string, string | undefined>();
+    const keys = Array.from({ length: 30 }, (_, i) => `r${i}`);
+    let written = 0;
+    /**
+     * Writes a batch of random puts and deletions, and reads a random key back. One change at a
+     * time (those from the compaction's steps wait for the one under way): the model is then what
+     * the store holds after each.
+     */
+    let last: Promise<void> = Promise.resolve();
+    const change = (store: EmbeddedStores): Promise<void> => (last = last.then(() => changeNow(store)));
+    const changeNow = async (store: EmbeddedStores) => {
+      const batch: DocumentWrite[] = [];
+      for (let j = 0; j < 4; j++) {
+        const k = keys[Math.floor(random() * keys.length)]!;
+        if (random() < 0.2) {
+          batch.push(del(k));
+          model.set(k, undefined);
+        } else {
+          const v = fixed(written++, 1);
+          batch.push(put(k, v));
+          model.set(k, v);
+        }
+      }
+      await store.events.write(batch);
+      const k = keys[Math.floor(random() * keys.length)]!;
+      expect(await read(store, k)).toBe(model.get(k));
+    };
+    let s: EmbeddedStores | undefined;
+    let inSteps = 0;
+    s = openAt(dir, {
+      eventSegmentBytes: 2048,
+      eventCompaction: {
+        intervalMs: 0,
+        moveChunk: 2,
+        // Between the copy and the move, and between chunks of the move: changes race it.
+        onStep: async (step: string) => {
+          if (step !== 'committed' && random() < 0.5) {
+            inSteps++;
+            await change(s!);
+          }
+        },
+      },
+    });
+    let compactions = 0;
+    for (let round = 0; round < 40; round++) {
+      // A compaction runs while the round's changes go on beside it too.
+      const compacting = s.events.compact().then((r) => (compactions += r.compacted.length + r.removed.length));
+      for (let step = 0; step < 6; step++) await change(s);
+      await compacting;
+    }
+    expect(inSteps).toBeGreaterThan(20);
+    expect(compactions).toBeGreaterThan(5);
+    const expected = async (store: EmbeddedStores) => {
+      for (const k of keys) expect(await read(store, k)).toBe(model.get(k));
+    };
+    await expected(s);
+    await afterRestartAndRebuild(s, dir, expected);
+  });
+
   it('reads and compacts an index written before positions named their generation (12-byte values)', async () => {
     const dir = tmp();
     const s = openAt(dir, small);
