@@ -831,27 +831,20 @@ export class LogEventStore implements EventStore {
         const chunk = Math.max(1, this.opts.compaction?.moveChunk ?? MOVE_CHUNK);
         const puts = kept.filter((r) => r.put);
         for (let i = 0; i < puts.length; i += chunk) {
-          // One turn: these entries go to LMDB together; reads find them in `recent` until then.
-          const moved: { k: string; pos: Pos }[] = [];
+          // One turn: these entries go to LMDB together. Until they are committed, reads find the
+          // old positions, in the old file, which stays until the move is over.
           let committed: Promise<boolean> | undefined;
           for (let j = i; j < Math.min(puts.length, i + chunk); j++) {
             const r = puts[j]!;
             if (!this.isAt(r.k, n, oldGen, r.off)) continue;
-            const pos: Pos = { seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len };
-            this.recent.set(r.k, pos);
-            moved.push({ k: r.k, pos });
-            committed = this.index.put(r.k, encodePos(pos));
+            committed = this.index.put(r.k, encodePos({ seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len }));
           }
-          eventIndexBehind.set(this.recent.size);
           try {
             await committed;
           } catch (e) {
-            // The moved entries stay in `recent`: this process reads them from the new file, and
-            // the next start finishes the move.
+            // Reads go on from the old positions; the next start finishes the move.
             return stop(e, `a step of segment ${n}'s move`);
           }
-          for (const m of moved) if (this.recent.get(m.k) === m.pos) this.recent.delete(m.k);
-          eventIndexBehind.set(this.recent.size);
           await this.opts.compaction?.onStep?.('moved', n);
           if (this.closed) return undefined; // the next start finishes the move
         }
