@@ -23,6 +23,22 @@ describe('change messages on a text bus', () => {
     expect(jsonOf(m.doc)).toBe('{"id": "k1"}');
   });
 
+  it('takes the text only where it can be nothing but the document: otherwise jsonOf encodes it', () => {
+    const textOf = (text: string) => jsonOf((decodeMessage(text) as { doc: Record<string, unknown> }).doc);
+    const head = '{"v":1,"op":"put","tenant":"acme","kind":"events","key":"k1"';
+    // A member before the document that holds an object with a `,"doc":{` of its own.
+    expect(textOf(`${head},"x":{"a":1,"doc":{"id": "no"}},"doc":{"id": "k1"}}`)).toBe('{"id":"k1"}');
+    // A member after the document, also one whose name JavaScript lists first ("1").
+    expect(textOf(`${head},"doc":{"id": "k1"},"1":5}`)).toBe('{"id":"k1"}');
+    expect(textOf(`${head},"doc":{"id": "k1"},"acceptedAt":7}`)).toBe('{"id":"k1"}');
+    // Whitespace after the document.
+    expect(textOf(`${head},"doc":{"id": "k1"} }`)).toBe('{"id":"k1"}');
+    // A first "doc" that is not an object: the text is the last one's, as parsed.
+    expect(textOf(`${head},"doc":5,"doc":{"id": "k1"}}`)).toBe('{"id": "k1"}');
+    // The document holding members named doc: the outer one is found.
+    expect(textOf(`${head},"doc":{"doc":{"doc":{}},"x":",\\"doc\\":{"}}`)).toBe('{"doc":{"doc":{}},"x":",\\"doc\\":{"}');
+  });
+
   it('encodes the document itself when it is not the last member (an older sender)', () => {
     const text = '{"v":1,"op":"put","tenant":"acme","kind":"events","key":"k1","doc":{"id": "k1"},"acceptedAt":7}';
     const m = decodeMessage(text) as { doc: Record<string, unknown> };
