@@ -10,9 +10,9 @@
  *
  * The ingress reads Redis (database 9 of 127.0.0.1:6379, or OTM_DIAG_REDIS_URL) only for DELETE
  * and update events, which this load does not send; the ClickHouse URL it is given is never
- * called. KAFKA_LINGER_MS is passed on to the ingress when set. OTM_CHILD_NODE_OPTIONS becomes the ingress's NODE_OPTIONS (test/process.ts). Loopback only.
+ * called. KAFKA_LINGER_MS is passed on to the ingress when set. OTM_CHILD_NODE_OPTIONS becomes the
+ * ingress's NODE_OPTIONS (test/process.ts). Loopback only.
  */
-import { execFileSync } from 'node:child_process';
 import { TOPICS } from '../../packages/core/dist/index.js';
 import { startKafka } from '../../test/infra/services.ts';
 import { startOtm, stop } from '../../test/process.ts';
@@ -29,8 +29,7 @@ const cpu = (pid) => {
 };
 
 const kafka = await startKafka({ topics: { [TOPICS.entities]: 16, [TOPICS.telemetry]: 16, [TOPICS.deadLetter]: 1 } });
-// The mock's process: the newest one running the compiled mock (test/infra/kafka-mock.c).
-const kafkaPid = Number(execFileSync('pgrep', ['-n', '-f', 'kafka-mock'], { encoding: 'utf8' }).trim());
+const kafkaPid = kafka.pid;
 const ingress = await startOtm(['ingress'], {
   OTM_BUS: 'kafka',
   KAFKA_BROKERS: kafka.brokers.join(','),

@@ -24,6 +24,8 @@ export type ServiceName = 'kafka' | 'clickhouse' | 'redis';
 export interface KafkaService {
   /** Bootstrap servers, `127.0.0.1:port` each (one per mock broker). */
   readonly brokers: string[];
+  /** The mock cluster's process (for diagnostics that read its CPU time from /proc). */
+  readonly pid: number;
   /** SIGTERM, wait for the mock to exit (SIGKILL after 5 s). Idempotent. */
   stop(): Promise<void>;
   /** Abrupt stop (SIGKILL): every broker disappears at once, e.g. to test "Kafka unreachable". */
@@ -522,6 +524,7 @@ async function startKafkaOnce(bin: string, args: string[]): Promise<KafkaService
   });
   return {
     brokers: bootstrap.split(','),
+    pid: child.pid!,
     stop: async () => {
       child.kill('SIGCONT');
       await terminate(child, 5_000);

@@ -163,10 +163,10 @@ interface Pipeline {
 
 /** Most messages in one produce request (a larger publish is sent in several). */
 const SEND_CHUNK = 10_000;
-/** What a message adds to a produce request besides its key and value (record framing, headers: an estimate on the safe side). */
+/** What a record adds to a produce request besides its key and value (framing; an estimate on the safe side). */
 const RECORD_OVERHEAD = 32;
-
-const byteLength = (v: string | Buffer): number => (typeof v === 'string' ? Buffer.byteLength(v) : v.length);
+/** What a record's headers add (a packed record's one header; an estimate on the safe side). */
+const HEADERS_OVERHEAD = 64;
 
 /**
  * Splits messages, in order, into produce requests of at most `maxCount` messages and `maxBytes`
@@ -177,7 +177,7 @@ export function produceChunks<M extends { readonly key: string; readonly value: 
   let chunk: M[] = [];
   let bytes = 0;
   for (const m of messages) {
-    const size = Buffer.byteLength(m.key) + byteLength(m.value) + RECORD_OVERHEAD + (m.headers === undefined ? 0 : 64);
+    const size = Buffer.byteLength(m.key) + Buffer.byteLength(m.value) + RECORD_OVERHEAD + (m.headers === undefined ? 0 : HEADERS_OVERHEAD);
     if (chunk.length > 0 && (chunk.length >= maxCount || bytes + size > maxBytes)) {
       chunks.push(chunk);
       chunk = [];

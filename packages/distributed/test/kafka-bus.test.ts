@@ -24,6 +24,20 @@ async function eventually(check: () => void | Promise<void>, timeoutMs = 15_000)
   }
 }
 
+/** A record as the bus hands it to kafkajs. */
+type Produced = { key: string; value: string | Buffer; headers?: Record<string, string> };
+
+/** Calls `seen` with the records of every produce request the bus makes, before kafkajs sends them. */
+async function watchRequests(bus: KafkaBus, seen: (records: Produced[]) => void): Promise<void> {
+  type Request = { topicMessages: { messages: Produced[] }[] };
+  const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: Request) => Promise<unknown> }> }).connectedProducer();
+  const real = producer.sendBatch.bind(producer);
+  producer.sendBatch = (b) => {
+    seen(b.topicMessages.flatMap((t) => t.messages));
+    return real(b);
+  };
+}
+
 const enabled = integrationEnabled('KafkaBus (librdkafka mock cluster)');
 describe.skipIf(!enabled)('KafkaBus', () => {
   let kafka: KafkaService;
@@ -102,14 +116,8 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     const own = `kb-${randomUUID().slice(0, 8)}`;
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, maxRequestBytes: 100_000 });
     // Every produce request's bytes, as kafkajs is handed them.
-    const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: SendBatch) => Promise<unknown> }> }).connectedProducer();
-    type SendBatch = { topicMessages: { messages: { key: string; value: string | Buffer }[] }[] };
     const requests: number[] = [];
-    const real = producer.sendBatch.bind(producer);
-    producer.sendBatch = (b) => {
-      requests.push(b.topicMessages.flatMap((t) => t.messages).reduce((a, m) => a + Buffer.byteLength(m.key) + Buffer.byteLength(m.value), 0));
-      return real(b);
-    };
+    await watchRequests(bus, (records) => requests.push(records.reduce((a, m) => a + Buffer.byteLength(m.key) + Buffer.byteLength(m.value), 0)));
     const applied: number[] = [];
     const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
       for (const e of batch) applied.push(e.message.acceptedAt);
@@ -129,14 +137,8 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   it('packs the messages of one key of a publish into one record; the consumer hands them over in order, a record never split across batches', async () => {
     const own = `kb-${randomUUID().slice(0, 8)}`;
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: { ...FAST_CONSUMER_SETTINGS, maxBatch: 2 } });
-    const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: SendBatch) => Promise<unknown> }> }).connectedProducer();
-    type SendBatch = { topicMessages: { messages: { key: string; headers?: Record<string, string> }[] }[] };
     const records: { key: string; pack?: string }[] = [];
-    const real = producer.sendBatch.bind(producer);
-    producer.sendBatch = (b) => {
-      for (const m of b.topicMessages.flatMap((t) => t.messages)) records.push({ key: m.key, pack: m.headers?.[PACK_HEADER] });
-      return real(b);
-    };
+    await watchRequests(bus, (produced) => produced.forEach((m) => records.push({ key: m.key, pack: m.headers?.[PACK_HEADER] })));
     const seen: string[] = [];
     const batches: number[] = [];
     const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
