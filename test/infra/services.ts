@@ -43,6 +43,8 @@ export interface UrlService {
   readonly url: string;
   /** True when the server is not ours (env URL or the shared Redis on 6379): stop() leaves it. */
   readonly external: boolean;
+  /** The server's process id when we started it (for CPU figures of the diagnostics). */
+  readonly pid?: number;
   stop(): Promise<void>;
 }
 
@@ -619,6 +621,7 @@ export async function startClickHouse(): Promise<UrlService> {
         return {
           url,
           external: false,
+          pid: child.pid!,
           stop: async () => {
             if (stopped) return;
             stopped = true;

@@ -51,8 +51,9 @@ for (const m of md.matchAll(/```sql\n([\s\S]*?)```/g)) {
 }
 // the store's own read queries, made by the store's own builders
 for (const q of [
-  eventGetSql('otm', 'acme', 'f1'),
-  eventGetSql('otm', 'acme', 'f1', 4),
+  eventGetSql('otm', 'acme', ['f1']),
+  eventGetSql('otm', 'acme', ['f1', 'l1', 'e1']),
+  eventGetSql('otm', 'acme', ['f1'], 4),
   eventPlacementsSql('otm', 'acme', ['f1', 'l1']),
 ]) {
   try { console.log('OK  store', s.query(q, 'JSONEachRow').trim().slice(0, 300)); } catch (e) { failed = true; console.log('FAIL store', String(e).slice(0, 400)); }

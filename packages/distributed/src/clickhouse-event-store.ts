@@ -10,9 +10,14 @@
  *   ORDER BY (tenant, kind, event_id, lifecycle_rank): where the event's row sits in `otm_events`
  *   (vehicle_id, event_time) and whether it is deleted. GET by id reads it through its primary
  *   index (a subquery), and the document from `otm_events` at that place (again through the
- *   primary index), in one query.
+ *   primary index), in one query; GETs that arrive together share one query.
  *   A delete, or a new version that moved the event to another vehicle or time, writes a
  *   tombstone with the old sorting key there.
+ *
+ * Granules: ClickHouse reads whole granules (`index_granularity` rows) of each column a query
+ * needs, in each part. With the default 8,192, a GET by id read ~8,000 rows of the id index and
+ * ~8,000 documents for one event; otm_events uses 1,024 (a vehicle-day of positions at one a
+ * minute is still one or two granules) and otm_event_ids 256 (it is only ever read by id).
  *
  * Deduplication: ReplacingMergeTree merges rows with the same sorting key in the background,
  * keeping the highest `version`; until then reads deduplicate themselves: GET uses
@@ -31,6 +36,7 @@
  * `insert_quorum` if acknowledged rows must survive the loss of a replica).
  */
 import { Readable } from 'node:stream';
+import DataLoader from 'dataloader';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { KindSegment } from '@otm/model';
 import { unavailable, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
@@ -47,6 +53,8 @@ export interface ClickHouseEventStoreOptions {
   readonly requestTimeoutMs?: number;
   /** Ids looked up per query when a batch needs the current state. Default 1000. */
   readonly lookupChunk?: number;
+  /** Most GETs by id answered by one query (`get`). Default 256; 1 sends each GET alone. */
+  readonly getBatch?: number;
 }
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
@@ -106,7 +114,8 @@ export function eventStoreDdl(database: string): string[] {
 )
 ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(event_time)
-ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank)`,
+ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank)
+SETTINGS index_granularity = 1024`,
     `CREATE TABLE IF NOT EXISTS ${database}.otm_event_ids
 (
     tenant String,
@@ -120,25 +129,31 @@ ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank)`,
     deleted UInt8
 )
 ENGINE = ReplacingMergeTree(version)
-ORDER BY (tenant, kind, event_id, lifecycle_rank)`,
+ORDER BY (tenant, kind, event_id, lifecycle_rank)
+SETTINGS index_granularity = 256`,
   ];
 }
 
 /**
- * The SQL of GET by id (one query): the id index says where the event's versions sit (its
- * subquery), the primary index of otm_events finds the rows there. A place left by a version that
- * moved holds that version's tombstone, so per lifecycle only a row with `deleted = 0` counts.
+ * The SQL of GET by id for one or more events of a tenant, in one query: the id index says where
+ * each event's versions sit (the subquery, read through its primary key), the primary index of
+ * otm_events finds the rows at those places (vehicle, time and id are its sorting key after the
+ * tenant). A place left by a version that moved holds that version's tombstone, so per event and
+ * lifecycle only a row with `deleted = 0` counts. One query for many ids costs ClickHouse about
+ * what one for a single id does (each query pays for every part of both tables), which is why the
+ * store gathers the GETs that arrive together (`ClickHouseEventStore.get`).
  */
-export function eventGetSql(database: string, tenant: string, key: string, lifecycleRank?: number): string {
+export function eventGetSql(database: string, tenant: string, keys: readonly string[], lifecycleRank?: number): string {
   if (!IDENT.test(database)) throw new Error(`bad ClickHouse database name: ${database}`);
+  if (keys.length === 0) throw new Error('eventGetSql: no ids');
   const rankFilter = lifecycleRank === undefined ? '' : ` AND lifecycle_rank = ${sqlUInt(lifecycleRank)}`;
-  const id = `tenant = ${sqlString(tenant)} AND event_id = ${sqlString(key)}${rankFilter}`;
-  return `SELECT lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted
+  const ids = `tenant = ${sqlString(tenant)} AND event_id IN (${keys.map(sqlString).join(',')})${rankFilter}`;
+  return `SELECT event_id, lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted
        FROM ${database}.otm_events
-       WHERE ${id} AND (vehicle_id, event_time) IN (
-         SELECT argMax(vehicle_id, version), argMax(event_time, version)
-         FROM ${database}.otm_event_ids WHERE ${id} AND kind = 'events' GROUP BY lifecycle_rank)
-       GROUP BY lifecycle_rank, vehicle_id, event_time`;
+       WHERE ${ids} AND (vehicle_id, event_time, event_id) IN (
+         SELECT argMax(vehicle_id, version), argMax(event_time, version), event_id
+         FROM ${database}.otm_event_ids WHERE ${ids} AND kind = 'events' GROUP BY event_id, lifecycle_rank)
+       GROUP BY event_id, lifecycle_rank, vehicle_id, event_time`;
 }
 
 /** The SQL that finds where each of `ids` (events of `tenant`) sits in otm_events, per lifecycle. */
@@ -149,6 +164,16 @@ export function eventPlacementsSql(database: string, tenant: string, ids: readon
           FROM ${database}.otm_event_ids
           WHERE tenant = ${sqlString(tenant)} AND kind = 'events' AND event_id IN (${ids.map(sqlString).join(',')})
           GROUP BY event_id, lifecycle_rank`;
+}
+
+/** Most ids in one GET query, and the default of `getBatch` (the list is in the SQL twice: ~20 KB at 256). */
+const GET_BATCH = 256;
+
+/** One GET by id (`ClickHouseEventStore.get`). */
+interface GetKey {
+  readonly tenant: string;
+  readonly key: string;
+  readonly rank: number | undefined;
 }
 
 const placeKey = (tenant: string, id: string) => `${tenant}\0${id}`;
@@ -274,11 +299,18 @@ export class ClickHouseEventStore implements EventStore {
   private readonly client: ClickHouseClient;
   private readonly lookupChunk: number;
   private lastVersion = 0;
+  /** GETs by id waiting for the end of the event-loop turn, to share one query (`get`). */
+  private readonly gets: DataLoader<GetKey, StoredDocument | undefined>;
 
   constructor(opts: ClickHouseEventStoreOptions) {
     this.database = opts.database ?? 'otm';
     if (!IDENT.test(this.database)) throw new Error(`bad ClickHouse database name: ${this.database}`);
     this.lookupChunk = opts.lookupChunk ?? 1000;
+    this.gets = new DataLoader<GetKey, StoredDocument | undefined>((asked) => this.getMany(asked), {
+      cache: false,
+      maxBatchSize: Math.max(1, Math.min(GET_BATCH, opts.getBatch ?? GET_BATCH)),
+      batchScheduleFn: (run) => setImmediate(run),
+    });
     this.client = createClient({
       url: opts.url,
       ...(opts.username === undefined ? {} : { username: opts.username }),
@@ -329,16 +361,49 @@ export class ClickHouseEventStore implements EventStore {
     });
   }
 
-  /** GET by id, in one query (`eventGetSql`); the highest live lifecycle wins. */
+  /**
+   * GET by id. The GETs that arrive in the same turn of the event loop (up to `getBatch`) are
+   * answered by one query per tenant and lifecycle asked for (`eventGetSql`): each query costs
+   * ClickHouse a few milliseconds of CPU for every part of the two tables, much more than the
+   * rows it reads for one id, so 32 GETs in one query cost it a fraction of 32 queries
+   * (`bench/diag/clickhouse-get.mjs`, docs/PERFORMANCE.md). A lone GET waits
+   * for nothing: the batch runs at the end of the turn it arrived in. The highest live lifecycle
+   * wins.
+   */
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     if (kind !== 'events') return undefined;
-    const rows = await this.select<{ lifecycle_rank: number; doc: string; deleted: number }>(eventGetSql(this.database, tenant, key, lifecycleRank));
-    let best: { lifecycle_rank: number; doc: string } | undefined;
-    for (const r of rows) {
-      if (Number(r.deleted) !== 0) continue;
-      if (!best || Number(r.lifecycle_rank) > best.lifecycle_rank) best = { lifecycle_rank: Number(r.lifecycle_rank), doc: r.doc };
+    return this.gets.load({ tenant, key, rank: lifecycleRank });
+  }
+
+  /** The answers to a batch of GETs, in their order: one query per tenant and rank asked for. */
+  private async getMany(asked: readonly GetKey[]): Promise<Array<StoredDocument | undefined | Error>> {
+    const groups = new Map<string, { tenant: string; rank: number | undefined; keys: Set<string> }>();
+    for (const a of asked) {
+      const g = `${a.tenant}\0${a.rank ?? ''}`;
+      let group = groups.get(g);
+      if (group === undefined) groups.set(g, (group = { tenant: a.tenant, rank: a.rank, keys: new Set() }));
+      group.keys.add(a.key);
     }
-    return best && { kind, key, lifecycleRank: best.lifecycle_rank, json: best.doc };
+    const found = new Map<string, StoredDocument | undefined | Error>();
+    await Promise.all(
+      [...groups].map(async ([g, { tenant, rank, keys }]) => {
+        let rows: Array<{ event_id: string; lifecycle_rank: number; doc: string; deleted: number }>;
+        try {
+          rows = await this.select(eventGetSql(this.database, tenant, [...keys], rank));
+        } catch (e) {
+          for (const key of keys) found.set(`${g}\0${key}`, e as Error);
+          return;
+        }
+        for (const r of rows) {
+          if (Number(r.deleted) !== 0) continue;
+          const at = `${g}\0${r.event_id}`;
+          const best = found.get(at) as StoredDocument | undefined;
+          const rowRank = Number(r.lifecycle_rank);
+          if (best === undefined || rowRank > best.lifecycleRank) found.set(at, { kind: 'events', key: r.event_id, lifecycleRank: rowRank, json: r.doc });
+        }
+      }),
+    );
+    return asked.map((a) => found.get(`${a.tenant}\0${a.rank ?? ''}\0${a.key}`));
   }
 
   /** The live versions of the given events: `placeKey(tenant, id)` -> rank -> placement. */

@@ -136,6 +136,78 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     }
   });
 
+  it('answers GETs that arrive together with one query per tenant and lifecycle asked for, each as a lone GET would', async () => {
+    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_gets_${randomUUID().slice(0, 8)}` });
+    await store.migrate();
+    try {
+      const loc = (id: string, vehicle: string, at: string) => ({
+        id,
+        eventType: 'locationUpdateEvent',
+        lifecycle: 'actual',
+        creationDate: at,
+        vehicle: ref('vehicle', vehicle),
+        geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4 },
+      });
+      const [a, b, moved, gone, ranked, other, missing] = Array.from({ length: 7 }, () => randomUUID());
+      await store.write([
+        put('acme', loc(a!, V1, '2024-03-01T10:00:00Z'), 4),
+        put('acme', loc(b!, V1, '2024-03-01T10:00:00Z'), 4),
+        put('acme', loc(moved!, V1, '2024-03-01T10:01:00Z'), 4),
+        put('acme', loc(gone!, V2, '2024-03-01T10:02:00Z'), 4),
+        put('acme', { ...loc(ranked!, V2, '2024-03-01T10:03:00Z'), lifecycle: 'planned' }, 2),
+        put('beta', loc(other!, V1, '2024-03-01T10:00:00Z'), 4),
+      ]);
+      // Moved to another vehicle and time (its old place holds a tombstone), a second lifecycle
+      // of `ranked`, a deletion; `other` belongs to another tenant.
+      await store.write([put('acme', { ...loc(moved!, V2, '2024-03-02T08:00:00Z'), speedNote: 'moved' }, 4)]);
+      await store.write([put('acme', loc(ranked!, V2, '2024-03-01T10:04:00Z'), 4)]);
+      await store.write([{ op: 'delete', tenant: 'acme', kind: 'events', key: gone! }]);
+
+      const asks: Array<[string, string, number | undefined]> = [
+        ['acme', a!, undefined],
+        ['acme', b!, undefined],
+        ['acme', moved!, undefined],
+        ['acme', gone!, undefined],
+        ['acme', ranked!, undefined],
+        ['acme', ranked!, 2],
+        ['acme', ranked!, 3],
+        ['acme', a!, undefined], // the same id twice in one batch
+        ['acme', other!, undefined], // another tenant's event
+        ['beta', other!, undefined],
+        ['acme', missing!, undefined],
+      ];
+      const alone: unknown[] = [];
+      for (const [tenant, key, rank] of asks) alone.push(await store.get(tenant, 'events', key, rank));
+      const selects: string[] = [];
+      const spied = store as unknown as { select: (sql: string) => Promise<unknown[]> };
+      const select = spied.select.bind(store);
+      spied.select = (sql) => {
+        selects.push(sql);
+        return select(sql);
+      };
+      const together = await Promise.all(asks.map(([tenant, key, rank]) => store.get(tenant, 'events', key, rank)));
+      expect(together).toEqual(alone);
+      // acme (any lifecycle), acme rank 2, acme rank 3, beta: four queries for eleven GETs.
+      expect(selects).toHaveLength(4);
+      expect(together.map((d) => d && { key: d.key, rank: d.lifecycleRank, moved: JSON.parse(d.json).speedNote })).toEqual([
+        { key: a, rank: 4, moved: undefined },
+        { key: b, rank: 4, moved: undefined },
+        { key: moved, rank: 4, moved: 'moved' },
+        undefined,
+        { key: ranked, rank: 4, moved: undefined },
+        { key: ranked, rank: 2, moved: undefined },
+        undefined,
+        { key: a, rank: 4, moved: undefined },
+        undefined,
+        { key: other, rank: 4, moved: undefined },
+        undefined,
+      ]);
+    } finally {
+      await store.dropDatabase();
+      await store.close();
+    }
+  });
+
   it('reports an unreachable server as a retryable 503 and not ready', async () => {
     const store = new ClickHouseEventStore({ url: 'http://127.0.0.1:1', requestTimeoutMs: 1_000 });
     expect(await store.ready()).toBe(false);
