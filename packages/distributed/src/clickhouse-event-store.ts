@@ -53,7 +53,7 @@ export interface ClickHouseEventStoreOptions {
   readonly requestTimeoutMs?: number;
   /** Ids looked up per query when a batch needs the current state. Default 1000. */
   readonly lookupChunk?: number;
-  /** Most GETs by id answered by one query (`get`). Default 256; 1 sends each GET alone. */
+  /** Most GETs by id answered by one query (`get`): 1 (each GET alone) to 256, the default. */
   readonly getBatch?: number;
 }
 
@@ -139,8 +139,8 @@ SETTINGS index_granularity = 256`,
  * each event's versions sit (the subquery, read through its primary key), the primary index of
  * otm_events finds the rows at those places (vehicle, time and id are its sorting key after the
  * tenant). A place left by a version that moved holds that version's tombstone, so per event and
- * lifecycle only a row with `deleted = 0` counts. One query for many ids costs ClickHouse about
- * what one for a single id does (each query pays for every part of both tables), which is why the
+ * lifecycle only a row with `deleted = 0` counts. One query for many ids costs ClickHouse a fraction
+ * of what as many queries cost (each query pays for every part of both tables), which is why the
  * store gathers the GETs that arrive together (`ClickHouseEventStore.get`).
  */
 export function eventGetSql(database: string, tenant: string, keys: readonly string[], lifecycleRank?: number): string {
@@ -377,33 +377,36 @@ export class ClickHouseEventStore implements EventStore {
 
   /** The answers to a batch of GETs, in their order: one query per tenant and rank asked for. */
   private async getMany(asked: readonly GetKey[]): Promise<Array<StoredDocument | undefined | Error>> {
+    const groupOf = (a: GetKey) => `${a.tenant}\0${a.rank ?? ''}`;
     const groups = new Map<string, { tenant: string; rank: number | undefined; keys: Set<string> }>();
     for (const a of asked) {
-      const g = `${a.tenant}\0${a.rank ?? ''}`;
+      const g = groupOf(a);
       let group = groups.get(g);
       if (group === undefined) groups.set(g, (group = { tenant: a.tenant, rank: a.rank, keys: new Set() }));
       group.keys.add(a.key);
     }
-    const found = new Map<string, StoredDocument | undefined | Error>();
+    /** The live version of the highest lifecycle, by group and id; the error of each failed query, by group. */
+    const found = new Map<string, StoredDocument>();
+    const failed = new Map<string, Error>();
     await Promise.all(
       [...groups].map(async ([g, { tenant, rank, keys }]) => {
         let rows: Array<{ event_id: string; lifecycle_rank: number; doc: string; deleted: number }>;
         try {
           rows = await this.select(eventGetSql(this.database, tenant, [...keys], rank));
         } catch (e) {
-          for (const key of keys) found.set(`${g}\0${key}`, e as Error);
+          failed.set(g, e as Error);
           return;
         }
         for (const r of rows) {
           if (Number(r.deleted) !== 0) continue;
           const at = `${g}\0${r.event_id}`;
-          const best = found.get(at) as StoredDocument | undefined;
           const rowRank = Number(r.lifecycle_rank);
+          const best = found.get(at);
           if (best === undefined || rowRank > best.lifecycleRank) found.set(at, { kind: 'events', key: r.event_id, lifecycleRank: rowRank, json: r.doc });
         }
       }),
     );
-    return asked.map((a) => found.get(`${a.tenant}\0${a.rank ?? ''}\0${a.key}`));
+    return asked.map((a) => failed.get(groupOf(a)) ?? found.get(`${groupOf(a)}\0${a.key}`));
   }
 
   /** The live versions of the given events: `placeKey(tenant, id)` -> rank -> placement. */
