@@ -7,6 +7,7 @@
  *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, distributed, lag, track
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
  *   npm run bench -- --only bulk --bulk-threads 0   OTM_BULK_THREADS for every service started (A/B runs)
+ *   npm run bench -- --only distributed --service-env KAFKA_LINGER_MS=1   any setting, for every service
  *   npm run bench:lag                   visibility lag of the distributed deployment (p50, p99)
  *   npm run bench:profile               embedded PUT scenario with the service under --cpu-prof
  *   npm run bench:profile -- --profile-scenario get-trip    (put-event, put-trip, get-trip, bulk)
@@ -42,9 +43,19 @@ const option = (name, def) => {
   return i >= 0 && argv[i + 1] !== undefined ? argv[i + 1] : def;
 };
 const QUICK = flag('quick');
-// Environment given to every service the bench starts, beside its own settings: for A/B runs of
-// the bulk checking threads (unset: each service's default).
-const SERVICE_ENV = option('bulk-threads') === undefined ? {} : { OTM_BULK_THREADS: option('bulk-threads') };
+// Environment given to every service the bench starts, beside its own settings, for A/B runs of a
+// setting: --bulk-threads N (OTM_BULK_THREADS) and --service-env NAME=VALUE[,NAME=VALUE...]
+// (e.g. KAFKA_LINGER_MS=1); unset: each service's default.
+const SERVICE_ENV = {
+  ...(option('bulk-threads') === undefined ? {} : { OTM_BULK_THREADS: option('bulk-threads') }),
+  ...Object.fromEntries(
+    (option('service-env')?.split(',') ?? []).map((pair) => {
+      const m = /^([A-Z][A-Z0-9_]*)=(.*)$/.exec(pair);
+      if (!m) throw new Error(`--service-env ${pair}: expected NAME=VALUE`);
+      return [m[1], m[2]];
+    }),
+  ),
+};
 const PROFILE = flag('profile');
 // Which embedded scenario runs under the profiler: put-event (default), put-trip, get-trip or bulk.
 const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];

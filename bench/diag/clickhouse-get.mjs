@@ -19,7 +19,7 @@
 import { createClient, ClickHouseLogLevel } from '@clickhouse/client';
 import { startClickHouse } from '../../test/infra/services.ts';
 import { ClickHouseEventStore, eventStoreDdl } from '../../packages/distributed/dist/index.js';
-import { locationBodies } from '../lib/documents.mjs';
+import { locationBodies, writeLocationEvents } from '../lib/documents.mjs';
 import { cpuSeconds } from '../lib/proc.mjs';
 import { fmt, median } from '../lib/util.mjs';
 
@@ -46,15 +46,7 @@ try {
     await client.close();
   }
   const docs = locationBodies();
-  for (let b = 0; b < EVENTS; b += 10_000) {
-    const writes = [];
-    for (let i = b; i < Math.min(EVENTS, b + 10_000); i++) {
-      const json = docs.next();
-      const value = JSON.parse(json);
-      writes.push({ op: 'put', tenant: 'acme', doc: { kind: 'events', key: value.id, lifecycleRank: 4, json, value } });
-    }
-    await alone.write(writes);
-  }
+  await writeLocationEvents(alone, docs, EVENTS);
   const parts = await alone.query("SELECT table, count() AS parts FROM system.parts WHERE database = 'otm_get_diag' AND active GROUP BY table ORDER BY table");
   console.log(`${fmt(EVENTS, 0)} events stored (index_granularity ${granularity ?? 'of the store'}); active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);
   const someIds = () => Array.from({ length: GETS }, () => docs.ids.at(Math.floor(Math.random() * EVENTS)));

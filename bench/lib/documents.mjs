@@ -31,3 +31,19 @@ export const vehicleDoc = (id, i) => `{"entityType":"vehicle","id":"${id}","name
 /** The typical trip with inline entities (packages/model/test/fixtures/typical-trip.json), compact. */
 export const TRIP = JSON.parse(fs.readFileSync(path.join(REPO, 'packages/model/test/fixtures/typical-trip.json'), 'utf8'));
 export const TRIP_BODY = JSON.stringify(TRIP);
+
+/**
+ * Writes `n` location events of `docs` (a `locationBodies()`) through an event store's own `write`,
+ * in batches of 10,000 (lifecycle `actual`), as the diagnostics that need a filled store do.
+ */
+export async function writeLocationEvents(store, docs, n, tenant = 'acme') {
+  for (let b = 0; b < n; b += 10_000) {
+    const writes = [];
+    for (let i = b; i < Math.min(n, b + 10_000); i++) {
+      const json = docs.next();
+      const value = JSON.parse(json);
+      writes.push({ op: 'put', tenant, doc: { kind: 'events', key: value.id, lifecycleRank: 4, json, value } });
+    }
+    await store.write(writes);
+  }
+}

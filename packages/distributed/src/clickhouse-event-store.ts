@@ -156,13 +156,20 @@ export function eventGetSql(database: string, tenant: string, keys: readonly str
        GROUP BY event_id, lifecycle_rank, vehicle_id, event_time`;
 }
 
-/** The SQL that finds where each of `ids` (events of `tenant`) sits in otm_events, per lifecycle. */
+/**
+ * The SQL that finds where each of `ids` (events of `tenant`) sits in otm_events, per lifecycle.
+ * The ids are given as one array literal unrolled by a subquery (`IN (SELECT arrayJoin([...]))`),
+ * not as an IN list of literals: ClickHouse 18.16 parses and analyses an IN list element by
+ * element, an array literal as one value (bench/diag/clickhouse-lookup.mjs). The primary key is
+ * used either way (`use_index_for_in_with_subqueries`, on by default).
+ */
 export function eventPlacementsSql(database: string, tenant: string, ids: readonly string[]): string {
   if (!IDENT.test(database)) throw new Error(`bad ClickHouse database name: ${database}`);
+  if (ids.length === 0) throw new Error('eventPlacementsSql: no ids');
   return `SELECT event_id, lifecycle_rank, argMax(vehicle_id, version) AS vehicle_id,
                  toUInt32(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted
           FROM ${database}.otm_event_ids
-          WHERE tenant = ${sqlString(tenant)} AND kind = 'events' AND event_id IN (${ids.map(sqlString).join(',')})
+          WHERE tenant = ${sqlString(tenant)} AND kind = 'events' AND event_id IN (SELECT arrayJoin([${ids.map(sqlString).join(',')}]))
           GROUP BY event_id, lifecycle_rank`;
 }
 

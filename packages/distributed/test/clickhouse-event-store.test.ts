@@ -109,6 +109,35 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     }
   });
 
+  it('finds every stored event of a batch that spans several lookups: moved ones leave one live row each', async () => {
+    // 2,500 ids, looked up 1,000 at a time (lookupChunk): stored ones moved to another vehicle and
+    // day, new ones among them. A stored id the lookup missed would keep its old row live.
+    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_test_${randomUUID().replace(/-/g, '')}` });
+    await store.migrate();
+    try {
+      const loc = (id: string, vehicle: string, at: string) => ({
+        id,
+        eventType: 'locationUpdateEvent',
+        creationDate: at,
+        vehicle: ref('vehicle', vehicle),
+        geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 5 },
+      });
+      const stored = Array.from({ length: 2000 }, () => randomUUID());
+      const fresh = Array.from({ length: 500 }, () => randomUUID());
+      await store.write(stored.map((id) => put('acme', loc(id, V1, '2024-03-01T10:00:00Z'))));
+      const batch = [...stored, ...fresh].sort();
+      await store.write(batch.map((id) => put('acme', loc(id, V2, '2024-04-02T10:00:00Z'))));
+      const live = await store.query<{ vehicle_id: string; n: string }>(
+        `SELECT vehicle_id, count() AS n FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 GROUP BY vehicle_id`,
+      );
+      expect(live.map((r) => ({ vehicle_id: r.vehicle_id, n: Number(r.n) }))).toEqual([{ vehicle_id: V2, n: 2500 }]);
+      expect(JSON.parse((await store.get('acme', 'events', stored[1999]!))!.json).vehicle.uuid).toBe(V2);
+    } finally {
+      await store.dropDatabase();
+      await store.close();
+    }
+  });
+
   it('keeps any characters and numbers as sent: separators, backslashes, NUL, tiny and huge values', async () => {
     const store = new ClickHouseEventStore({ url: ch.url, database: `otm_chars_${randomUUID().slice(0, 8)}` });
     await store.migrate();
