@@ -2,12 +2,13 @@
  * What encoding one otm_events row for an insert costs (the telemetry worker on ClickHouse):
  * `JSON.stringify` of a row as the worker builds it (eventColumns, then the ids, versions and the
  * document text; 34 columns) for JSONEachRow, of the same row without its `doc` column, of the
- * document text alone (escaping it inside a JSON string), and the TabSeparated line the worker
- * sends since 2026-11-23 (`tsvLine`). After `npm run build`:
+ * document text alone (escaping it inside a JSON string), the TabSeparated line the worker sent
+ * from 2026-11-23 (`tsvLine`, which looks up each column by name) and the same line from the
+ * encoder made for the column list that it sends since 2026-11-25 (`tsvEncoder`). After `npm run build`:
  *
  *   node bench/diag/clickhouse-row-json.mjs [rows=100000]
  */
-import { EVENT_COLUMNS, eventColumns, tsvLine } from '../../packages/distributed/dist/index.js';
+import { EVENT_COLUMNS, eventColumns, tsvEncoder, tsvLine } from '../../packages/distributed/dist/index.js';
 import { locationEvent } from '../lib/documents.mjs';
 
 const N = Number(process.argv[2] ?? 100_000);
@@ -44,3 +45,6 @@ time('row, as the worker builds it', rows, (r) => JSON.stringify(r));
 time('the same row without doc', withoutDoc, (r) => JSON.stringify(r));
 time('the document text alone', rows, (r) => JSON.stringify(r.doc));
 time('TabSeparated line (tsvLine)', rows, (r) => tsvLine(r, EVENT_COLUMNS));
+const line = tsvEncoder(EVENT_COLUMNS);
+if (line(rows[7]) !== tsvLine(rows[7], EVENT_COLUMNS)) throw new Error('tsvEncoder and tsvLine differ');
+time('TabSeparated line (tsvEncoder)', rows, line);

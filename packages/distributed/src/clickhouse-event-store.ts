@@ -288,18 +288,39 @@ export function tsvLine<R>(row: R, columns: readonly (keyof R)[]): string {
   return `${line}\n`;
 }
 
+/**
+ * `tsvLine` for one column list, made once as a function that reads each member by its name
+ * (`f(r.tenant) + '\t' + f(r.event_id) + …`): V8 then loads the members of rows of one shape
+ * directly instead of looking each name up, ~1.35 instead of ~1.8 µs an otm_events row (the
+ * worker's largest cost after parsing in bulk ingest). The names are the store's own column
+ * constants, checked to be plain identifiers.
+ */
+export function tsvEncoder<R>(columns: readonly (keyof R & string)[]): (row: R) => string {
+  for (const c of columns) if (!IDENT.test(c)) throw new Error(`not a column name: ${c}`);
+  const body = `return ${columns.map((c) => `f(r.${c})`).join(" + '\\t' + ")} + '\\n';`;
+  return new Function('f', 'r', body).bind(null, tsvField) as (row: R) => string;
+}
+
 /** Rows per piece of a streamed insert: ~40 KB of events with their documents. */
 const INSERT_PIECE_ROWS = 64;
 
 /** TabSeparated text of `rows`, a piece of INSERT_PIECE_ROWS rows at a time. */
-function* tsvPieces<R>(rows: readonly R[], columns: readonly (keyof R)[]): Generator<string> {
+function* tsvPieces<R>(rows: readonly R[], line: (row: R) => string): Generator<string> {
   for (let i = 0; i < rows.length; i += INSERT_PIECE_ROWS) {
     let piece = '';
     const end = Math.min(rows.length, i + INSERT_PIECE_ROWS);
-    for (let j = i; j < end; j++) piece += tsvLine(rows[j]!, columns);
+    for (let j = i; j < end; j++) piece += line(rows[j]!);
     yield piece;
   }
 }
+
+/** A table's columns, in the order an insert sends them, and the encoder of its rows. */
+interface RowFormat<R> {
+  readonly columns: readonly (keyof R & string)[];
+  readonly line: (row: R) => string;
+}
+const EVENT_FORMAT: RowFormat<EventRow> = { columns: EVENT_COLUMNS, line: tsvEncoder<EventRow>(EVENT_COLUMNS) };
+const ID_FORMAT: RowFormat<IdRow> = { columns: ID_COLUMNS, line: tsvEncoder<IdRow>(ID_COLUMNS) };
 
 export class ClickHouseEventStore implements EventStore {
   readonly database: string;
@@ -508,11 +529,11 @@ export class ClickHouseEventStore implements EventStore {
    * Pieces stay in V8's young generation. TabSeparated rather than JSONEachRow: no member names
    * and no escaping of every quote of the document (bench/diag/clickhouse-row-json.mjs).
    */
-  private async insert<R>(table: string, columns: readonly (keyof R)[], values: readonly R[]): Promise<void> {
+  private async insert<R>(table: string, format: RowFormat<R>, values: readonly R[]): Promise<void> {
     if (values.length === 0) return;
     await this.run(async () => {
-      const query = `INSERT INTO ${table} (${columns.join(', ')}) FORMAT TabSeparated`;
-      const { stream } = await this.client.exec({ query, values: Readable.from(tsvPieces(values, columns)) });
+      const query = `INSERT INTO ${table} (${format.columns.join(', ')}) FORMAT TabSeparated`;
+      const { stream } = await this.client.exec({ query, values: Readable.from(tsvPieces(values, format.line)) });
       // The answer is empty; reading it to the end hands the socket back to the keep-alive pool.
       for await (const _ of stream) {
         // nothing to read
@@ -529,7 +550,7 @@ export class ClickHouseEventStore implements EventStore {
   private async writeNew(writes: readonly DocumentWrite[]): Promise<void> {
     const now = Date.now();
     const rows = writes.map((w) => this.liveRow(w as DocumentWrite & { op: 'put' }, now));
-    const [state] = await Promise.all([this.lookup(writes), this.insert(this.events, EVENT_COLUMNS, rows)]);
+    const [state] = await Promise.all([this.lookup(writes), this.insert(this.events, EVENT_FORMAT, rows)]);
     const tombstones: EventRow[] = [];
     for (const r of rows) {
       const before = state.get(placeKey(r.tenant, r.event_id))?.get(r.lifecycle_rank);
@@ -537,8 +558,8 @@ export class ClickHouseEventStore implements EventStore {
         tombstones.push(this.tombstoneRow(r.tenant, r.event_id, r.lifecycle_rank, before, now));
       }
     }
-    await this.insert(this.events, EVENT_COLUMNS, tombstones);
-    await this.insert(this.ids, ID_COLUMNS, rows.map((r) => this.idRow(r)));
+    await this.insert(this.events, EVENT_FORMAT, tombstones);
+    await this.insert(this.ids, ID_FORMAT, rows.map((r) => this.idRow(r)));
   }
 
   /** Any mix of puts and deletes, also of one id several times: applied one after the other. */
@@ -573,8 +594,8 @@ export class ClickHouseEventStore implements EventStore {
       versions.set(w.doc.lifecycleRank, { vehicle_id: row.vehicle_id, event_time: row.event_time });
       state.set(k, versions);
     }
-    await this.insert(this.events, EVENT_COLUMNS, eventRows);
-    await this.insert(this.ids, ID_COLUMNS, idRows);
+    await this.insert(this.events, EVENT_FORMAT, eventRows);
+    await this.insert(this.ids, ID_FORMAT, idRows);
   }
 
   /** Drops the database with its tables (tests, tear-down of a tenant-less scratch database). */
