@@ -28,6 +28,7 @@ import { openEmbeddedStores } from '../packages/embedded/dist/index.js';
 import { startServe, OTM_BIN, stop as stopOtm } from '../test/process.ts';
 import { startBaseline, load, request, idMaker, percentile, median, memoryOf, mappedMB, sampleMemory, judge, printTable, mkTemp, sleep, REPO, fmt } from './lib/util.mjs';
 import { summarise, printSummary } from './lib/profile-top.mjs';
+import { cpuMeter, cpuPerUnit } from './lib/proc.mjs';
 import { locationBodies, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
 import { bulkEndToEnd as bulkRun } from './lib/bulk.mjs';
 
@@ -117,15 +118,31 @@ const log = (s) => process.stdout.write(`${s}\n`);
 // ---------------------------------------------------------------------------------------------
 // Pairs: baseline then service, same load settings
 
-async function pair(what, baseUrl, svcUrl, token, spec) {
+/**
+ * The baseline, then the service, under the same load. With `pids` (name -> process id of the
+ * service's processes), the CPU each used during the service's timed run is measured too (`cpu`).
+ */
+async function pair(what, baseUrl, svcUrl, token, spec, pids) {
   const both = {};
   for (const [name, url] of [['baseline', baseUrl], ['service', svcUrl]]) {
     if (cfg.warmup > 0) await load({ ...spec, url, token, duration: cfg.warmup, connections: spec.connections ?? cfg.connections });
+    const meter = name === 'service' && pids ? cpuMeter(pids) : undefined;
     both[name] = await load({ ...spec, url, token, duration: cfg.duration, connections: spec.connections ?? cfg.connections });
+    if (meter) both.cpu = meter.spent();
     log(`    ${what} ${name}: ${fmt(both[name].rps)} req/s, p50 ${both[name].p50} ms, p99 ${both[name].p99} ms, non-2xx ${both[name].non2xx}, errors ${both[name].errors}`);
   }
   return both;
 }
+
+/** The processes of a test cluster (test/distributed/cluster.ts) by name, for `cpuMeter`. */
+const clusterPids = (cluster) => ({
+  ingress: cluster.processes.get('ingress').child.pid,
+  worker: cluster.processes.get('worker').child.pid,
+  query: cluster.processes.get('query').child.pid,
+  ClickHouse: cluster.clickhouse.pid,
+  'Kafka mock': cluster.kafka.pid,
+  Redis: cluster.redis.pid,
+});
 
 function throughputRow(scenario, target, { baseline, service }, extra = '') {
   const bad = service.non2xx + service.errors;
@@ -152,12 +169,12 @@ const bulkEndToEnd = (o) => bulkRun({ ...o, visibleTimeoutS: cfg.visibleTimeoutS
  * 62,000–79,000 events/s visible; after 20,000 events in 4 requests 72,000–91,000; in 40 requests
  * 93,000–104,000.
  */
-async function warmBulkEndToEnd(o) {
+async function warmBulkEndToEnd(o, pids) {
   if (cfg.bulkWarmupEvents > 0) {
     const w = await bulkEndToEnd({ ...o, n: cfg.bulkWarmupEvents, batch: Math.max(1, Math.round(o.batch / 10)) });
     if (w.invisible) throw new Error(`warm-up: ${w.invisible} of ${w.probeCount} probe events not visible`);
   }
-  return bulkEndToEnd(o);
+  return bulkEndToEnd({ ...o, ...(pids ? { cpuOf: pids } : {}) });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,8 +250,10 @@ async function groupEmbedded(base) {
   try {
     if (runs('put-event')) {
       const loc = locationBodies();
-      const b = await pair('PUT event', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next });
-      throughputRow(`PUT locationUpdateEvent (${locationEvent(loc.ids.at(0), 0).length} B), ${cfg.connections} conn, embedded`, '>= 0.5', b, '; a new id per request');
+      const b = await pair('PUT event', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next }, { service: emb.svc.child.pid });
+      const cpu = cpuPerUnit(b.cpu, b.service.total, 'a PUT', cfg.duration);
+      log(`    ${cpu}`);
+      throughputRow(`PUT locationUpdateEvent (${locationEvent(loc.ids.at(0), 0).length} B), ${cfg.connections} conn, embedded`, '>= 0.5', b, `; a new id per request; ${cpu}`);
     }
     if (runs('put-trip')) {
       const t = await pair('PUT trip', base.url, emb.url, EMB_TOKEN, { method: 'PUT', path: '/api/v5/trips', body: TRIP_BODY });
@@ -345,8 +364,10 @@ async function groupBulkEmbedded() {
   log('\n== bulk ingest end to end, embedded');
   const emb = await startEmbedded();
   try {
-    const r = await warmBulkEndToEnd({ writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency });
+    const r = await warmBulkEndToEnd({ writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency }, { service: emb.svc.child.pid });
     if (r.invisible) throw new Error(`${r.invisible} of ${r.probeCount} probe events not visible after ${cfg.visibleTimeoutS} s`);
+    const cpu = cpuPerUnit(r.cpu, cfg.bulkEvents, 'an event', r.seconds);
+    log(`    ${cpu}`);
     // The raw rate moves by up to 2× from one run to the next on these VMs' disks (each batch
     // waits for its flush): the best of three fresh runs is the baseline, the stricter choice.
     // Two raw stores, the faster counting: plain LMDB puts of the documents (the embedded event
@@ -366,7 +387,8 @@ async function groupBulkEmbedded() {
       note:
         `baseline: the faster of raw LMDB puts of the same JSON (same batches, committed and flushed: ${raws.map((x) => fmt(x)).join(', ')} puts/s) ` +
         `and the service's event store alone (log and index, same batches: ${logs.map((x) => fmt(x)).join(', ')} events/s), best of 3 runs each; answered at ${fmt(r.answeredRate)} events/s` +
-        (cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchEmbedded / 10), 0)} on the same service` : ''),
+        (cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchEmbedded / 10), 0)} on the same service` : '') +
+        `; ${cpu} (the bodies sent, the answers and the probe GETs)`,
       rawLmdb: raws,
       rawEventStore: logs,
     });
@@ -577,9 +599,11 @@ async function groupDistributed(base) {
     if (wanted('distributed')) {
       await fresh();
       const loc = locationBodies();
-      const b = await pair('PUT event', base.url, ingress, DIST_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next });
+      const b = await pair('PUT event', base.url, ingress, DIST_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next }, clusterPids(cluster));
       maxPutRate = b.service.rps;
-      throughputRow(`PUT locationUpdateEvent, ${cfg.connections} conn, distributed ingress (answered after Kafka acks=-1)`, '>= 0.35', b, '; straight to the ingress process; workers, Kafka mock, Redis, ClickHouse on the same 2 cores');
+      const cpu = cpuPerUnit(b.cpu, b.service.total, 'a PUT', cfg.duration);
+      log(`    ${cpu}`);
+      throughputRow(`PUT locationUpdateEvent, ${cfg.connections} conn, distributed ingress (answered after Kafka acks=-1)`, '>= 0.35', b, `; straight to the ingress process; workers, Kafka mock, Redis, ClickHouse on the same 2 cores; ${cpu} (the backlog the workers and ClickHouse work off after the run not counted)`);
       // The PUT run leaves the telemetry worker and ClickHouse a backlog of 100,000 events or more
       // that they keep working on for a while; GETs measured meanwhile would share the cores with it.
       await fresh();
@@ -599,7 +623,9 @@ async function groupDistributed(base) {
       await fresh();
       log('    bulk ingest end to end, distributed');
       const n = cfg.bulkEventsDistributed;
-      const r = await warmBulkEndToEnd({ writeUrl: ingress, readUrl: query, token: DIST_TOKEN, n, batch: cfg.bulkBatchDistributed, concurrency: cfg.bulkConcurrency });
+      const r = await warmBulkEndToEnd({ writeUrl: ingress, readUrl: query, token: DIST_TOKEN, n, batch: cfg.bulkBatchDistributed, concurrency: cfg.bulkConcurrency }, clusterPids(cluster));
+      const cpu = cpuPerUnit(r.cpu, n, 'an event', r.seconds);
+      log(`    ${cpu}`);
       const ch = createClient({ url: cluster.clickhouse.url, log: { level: ClickHouseLogLevel.OFF } });
       const inCh = Number((await (await ch.query({ query: `SELECT count() AS c FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${r.ids.prefix}-%'`, format: 'JSONEachRow' })).json())[0].c);
       await ch.close();
@@ -613,7 +639,7 @@ async function groupDistributed(base) {
         baselineUnit: 'rows/s',
         target: '>= 0.15',
         ...(r.invisible ? { pass: false } : {}),
-        note: `${r.invisible ? `UPPER BOUND: ${r.invisible} of ${r.probeCount} probe events still not visible after ${cfg.visibleTimeoutS} s (${fmt(inCh, 0)} of ${fmt(n, 0)} rows in otm_events); ` : ''}baseline: ${fmt(inCh, 0)} of the service's own otm_events rows re-inserted in batches of 10,000 into a copy of the table${rawNote}; answered at ${fmt(r.answeredRate)} events/s; visible = last event of every vehicle key of every batch found by GET${cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchDistributed / 10), 0)}` : ''}`,
+        note: `${r.invisible ? `UPPER BOUND: ${r.invisible} of ${r.probeCount} probe events still not visible after ${cfg.visibleTimeoutS} s (${fmt(inCh, 0)} of ${fmt(n, 0)} rows in otm_events); ` : ''}baseline: ${fmt(inCh, 0)} of the service's own otm_events rows re-inserted in batches of 10,000 into a copy of the table${rawNote}; answered at ${fmt(r.answeredRate)} events/s; visible = last event of every vehicle key of every batch found by GET; ${cpu} (the bodies sent, the answers and the probe GETs)${cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchDistributed / 10), 0)}` : ''}`,
       });
     }
     if (wanted('lag')) {

@@ -21,11 +21,14 @@ export function startServe(env: Record<string, string>, timeoutMs = 20_000): Pro
  * Runs an `otm` command that serves HTTP (serve, ingress, query, worker) on a free loopback port.
  * The child gets only the environment given (and PATH), so that tests do not depend on the shell;
  * `OTM_CHILD_NODE_OPTIONS` is the way in for profiling flags (it becomes the child's NODE_OPTIONS,
- * e.g. `--perf-basic-prof` for `perf`, or `--require` of a profiler hook).
+ * e.g. `--perf-basic-prof` for `perf`, or `--require` of a profiler hook), and `OTM_CHILD_NODE_ARGS`
+ * for node flags that NODE_OPTIONS does not take (space-separated, put before the script, e.g.
+ * `--single-threaded-gc`).
  */
 export async function startOtm(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
   if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
-  const child = spawn(process.execPath, [OTM_BIN, ...args], {
+  const nodeArgs = process.env.OTM_CHILD_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, OTM_BIN, ...args], {
     env: {
       PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',

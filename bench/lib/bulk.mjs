@@ -1,12 +1,15 @@
 /**
  * Bulk ingest end to end, as `npm run bench` measures it: POST location events in JSON-array
  * batches (`concurrency` requests in flight), then poll the query API until the last event of
- * every vehicle of every batch is visible by GET. Returns events/s visible and answered.
+ * every vehicle of every batch is visible by GET. Returns events/s visible and answered; with
+ * `cpuOf` (name -> process id), also the CPU seconds each of those processes and this one used from
+ * the first request until all was visible (`cpu`).
  */
+import { cpuMeter } from './proc.mjs';
 import { request, sleep } from './util.mjs';
 import { VEHICLES, locationBodies } from './documents.mjs';
 
-export async function bulkEndToEnd({ writeUrl, readUrl, token, n, batch, concurrency, visibleTimeoutS }) {
+export async function bulkEndToEnd({ writeUrl, readUrl, token, n, batch, concurrency, visibleTimeoutS, cpuOf }) {
   const { ids, next } = locationBodies();
   const batches = [];
   for (let b = 0; b * batch < n; b++) {
@@ -20,6 +23,7 @@ export async function bulkEndToEnd({ writeUrl, readUrl, token, n, batch, concurr
     }
     batches.push({ body: `[${docs.join(',')}]`, docs, keys, probes: [...probes.values()] });
   }
+  const meter = cpuOf ? cpuMeter(cpuOf) : undefined;
   const t0 = performance.now();
   let nextBatch = 0;
   let accepted = 0;
@@ -50,7 +54,9 @@ export async function bulkEndToEnd({ writeUrl, readUrl, token, n, batch, concurr
     await sleep(20);
   }
   const tVisible = performance.now();
+  const cpu = meter?.spent();
   return {
+    cpu,
     invisible: pending.length,
     rate: (n * 1000) / (tVisible - t0),
     answeredRate: (n * 1000) / (tAnswered - t0),

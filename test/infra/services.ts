@@ -756,6 +756,9 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<RedisSer
   return {
     url: `redis://${LOOPBACK}:${port}`,
     external: false,
+    get pid() {
+      return current.pid;
+    },
     stop: async () => {
       if (stopped) return;
       stopped = true;
