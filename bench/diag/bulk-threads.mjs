@@ -3,7 +3,8 @@
  * worker threads (1, 2): the bench's bulk scenario (200,000 location events in JSON arrays of
  * 5,000, 2 requests in flight, then every vehicle's last event of every batch polled by GET) run
  * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
- * and answered, the CPU the service's main thread and its other threads used, and its peak RSS.
+ * and answered, the CPU the service's main thread and its other threads used, and this script's own
+ * (the load generator's: it shares the cores), and the service's peak RSS.
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
@@ -52,16 +53,16 @@ for (let round = 1; round <= ROUNDS; round++) {
       const warmupBatch = Number(process.env.OTM_DIAG_BULK_WARMUP_BATCH ?? 500);
       if (warmup > 0) await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: warmup, batch: warmupBatch, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const before = cpu(svc.child.pid);
-      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
+      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120, cpuOf: {} });
       const after = cpu(svc.child.pid);
       const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8'))[1]) / 1024;
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
-      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all), hwm };
+      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all), clientUs: perEvent(r.cpu['load generator']), hwm };
       results.get(threads).push(row);
       console.log(
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
-          `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
+          `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs, this client ${row.clientUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
       );
     } finally {
       await stop(svc);
