@@ -8,6 +8,9 @@
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
+ * OTM_CHILD_NODE_ARGS=--trace-gc also prints the collections of the timed run (count and pauses, on
+ * the event loop and on the checking threads); other node flags go there too.
+ *
  * OTM_DIAG_BULK_WARMUP=N first sends N events (and probes them) to the same service, untimed, in
  * batches of OTM_DIAG_BULK_WARMUP_BATCH (default 500, a tenth of the timed run's, as `npm run
  * bench` does with 20,000 before its timed bulk run); without it the service is measured cold.
@@ -43,6 +46,24 @@ function cpu(pid) {
   return { main, all };
 }
 
+/**
+ * With `--trace-gc` in OTM_CHILD_NODE_ARGS, the service prints each collection: how many of each
+ * kind the timed run had, and their pauses, for the event loop (the isolate whose collections start
+ * the log: it runs before any thread exists) and for the checking threads together.
+ */
+function gcSummary(log, timed) {
+  const isolates = [...new Set([...log.matchAll(/\[\d+:(0x[0-9a-f]+)\]/g)].map((m) => m[1]))];
+  const sum = {};
+  for (const m of timed.matchAll(/\[\d+:(0x[0-9a-f]+)\]\s+\d+ ms: (Scavenge|Mark-Compact)[^,]*, ([\d.]+) \/ [\d.]+ ms/g)) {
+    const k = `${m[1] === isolates[0] ? 'event loop' : 'threads'} ${m[2]}`;
+    sum[k] ??= { n: 0, ms: 0 };
+    sum[k].n++;
+    sum[k].ms += Number(m[3]);
+  }
+  return Object.entries(sum).map(([k, v]) => `${k}: ${v.n}, ${v.ms.toFixed(0)} ms paused`).join('; ');
+}
+const traceGc = /(^|\s)--trace-gc(\s|$)/.test(process.env.OTM_CHILD_NODE_ARGS ?? '');
+
 const results = new Map(SETTINGS.map((s) => [s, []]));
 for (let round = 1; round <= ROUNDS; round++) {
   for (const threads of SETTINGS) {
@@ -53,8 +74,10 @@ for (let round = 1; round <= ROUNDS; round++) {
       const warmupBatch = Number(process.env.OTM_DIAG_BULK_WARMUP_BATCH ?? 500);
       if (warmup > 0) await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: warmup, batch: warmupBatch, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
       const before = cpu(svc.child.pid);
+      const logFrom = svc.stdout().length;
       const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120, cpuOf: {} });
       const after = cpu(svc.child.pid);
+      const gc = traceGc ? gcSummary(svc.stdout(), svc.stdout().slice(logFrom)) : undefined;
       const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8'))[1]) / 1024;
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
@@ -64,6 +87,7 @@ for (let round = 1; round <= ROUNDS; round++) {
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
           `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs, this client ${row.clientUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
       );
+      if (gc !== undefined) console.log(`  collections during the timed run: ${gc}`);
     } finally {
       await stop(svc);
       fs.rmSync(dataDir, { recursive: true, force: true });
