@@ -15,7 +15,7 @@
  * Run with `node --import ./bench/lib/register-ts.mjs bench/run.mjs` (the npm scripts do): that
  * hook lets this file import the repository's TypeScript test helpers in place.
  */
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,7 +28,7 @@ import { openEmbeddedStores } from '../packages/embedded/dist/index.js';
 import { startServe, OTM_BIN, stop as stopOtm } from '../test/process.ts';
 import { startBaseline, load, request, idMaker, percentile, median, memoryOf, mappedMB, sampleMemory, judge, printTable, mkTemp, sleep, REPO, fmt } from './lib/util.mjs';
 import { summarise, printSummary } from './lib/profile-top.mjs';
-import { cpuMeter, cpuPerUnit } from './lib/proc.mjs';
+import { clusterPids, cpuMeter, cpuPerUnit } from './lib/proc.mjs';
 import { locationBodies, locationEvent, vehicleDoc, TRIP, TRIP_BODY } from './lib/documents.mjs';
 import { bulkEndToEnd as bulkRun } from './lib/bulk.mjs';
 
@@ -134,16 +134,6 @@ async function pair(what, baseUrl, svcUrl, token, spec, pids) {
   return both;
 }
 
-/** The processes of a test cluster (test/distributed/cluster.ts) by name, for `cpuMeter`. */
-const clusterPids = (cluster) => ({
-  ingress: cluster.processes.get('ingress').child.pid,
-  worker: cluster.processes.get('worker').child.pid,
-  query: cluster.processes.get('query').child.pid,
-  ClickHouse: cluster.clickhouse.pid,
-  'Kafka mock': cluster.kafka.pid,
-  Redis: cluster.redis.pid,
-});
-
 function throughputRow(scenario, target, { baseline, service }, extra = '') {
   const bad = service.non2xx + service.errors;
   return addRow({
@@ -180,34 +170,11 @@ async function warmBulkEndToEnd(o, pids) {
 // ---------------------------------------------------------------------------------------------
 // Groups
 
-/** `otm serve` under `node --cpu-prof` (not allowed in NODE_OPTIONS, so test/process.ts cannot
- * pass it): the same start as startServe, with node flags. */
-async function startServeProfiled(env, profDir) {
-  const child = spawn(process.execPath, [`--cpu-prof`, `--cpu-prof-dir=${profDir}`, OTM_BIN, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', PORT: '0', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  const url = await new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`otm serve did not start: ${out}`)), 20_000);
-    child.stdout.on('data', () => {
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) {
-        clearTimeout(t);
-        resolve(m[1]);
-      }
-    });
-    child.on('exit', (c) => reject(new Error(`otm serve exited ${c}: ${out}`)));
-  });
-  return { child, url, stdout: () => out };
-}
-
 async function startEmbedded(extraEnv = {}, profDir) {
   const dataDir = mkTemp('otm-bench-embedded-');
   const env = { OTM_DATA_DIR: dataDir, OTM_TOKENS: `${EMB_TOKEN}:${TENANT}:read+write`, LOG_LEVEL: 'warn', ...SERVICE_ENV, ...extraEnv };
-  const svc = profDir ? await startServeProfiled(env, profDir) : await startServe(env);
+  // --cpu-prof is not allowed in NODE_OPTIONS: it goes on the command line (the profile is written at exit).
+  const svc = await startServe(env, 20_000, profDir ? ['--cpu-prof', `--cpu-prof-dir=${profDir}`] : []);
   return {
     svc,
     url: svc.url,

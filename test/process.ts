@@ -12,23 +12,23 @@ export interface Running {
   readonly stdout: () => string;
 }
 
-/** Runs `otm serve` on a free loopback port; resolves once it listens. */
-export function startServe(env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
-  return startOtm(['serve'], env, timeoutMs);
+/** Runs `otm serve` on a free loopback port; resolves once it listens. `nodeArgs`: see startOtm. */
+export function startServe(env: Record<string, string>, timeoutMs = 20_000, nodeArgs: readonly string[] = []): Promise<Running> {
+  return startOtm(['serve'], env, timeoutMs, nodeArgs);
 }
 
 /**
  * Runs an `otm` command that serves HTTP (serve, ingress, query, worker) on a free loopback port.
  * The child gets only the environment given (and PATH), so that tests do not depend on the shell;
  * `OTM_CHILD_NODE_OPTIONS` is the way in for profiling flags (it becomes the child's NODE_OPTIONS,
- * e.g. `--perf-basic-prof` for `perf`, or `--require` of a profiler hook), and `OTM_CHILD_NODE_ARGS`
- * for node flags that NODE_OPTIONS does not take (space-separated, put before the script, e.g.
- * `--single-threaded-gc`).
+ * e.g. `--perf-basic-prof` for `perf`, or `--require` of a profiler hook). Node flags that
+ * NODE_OPTIONS does not take (`--cpu-prof`, `--single-threaded-gc`) go before the script: the
+ * caller's `nodeArgs`, then those of `OTM_CHILD_NODE_ARGS` (space-separated).
  */
-export async function startOtm(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<Running> {
+export async function startOtm(args: string[], env: Record<string, string>, timeoutMs = 20_000, nodeArgs: readonly string[] = []): Promise<Running> {
   if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
-  const nodeArgs = process.env.OTM_CHILD_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? [];
-  const child = spawn(process.execPath, [...nodeArgs, OTM_BIN, ...args], {
+  const fromEnv = process.env.OTM_CHILD_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, ...fromEnv, OTM_BIN, ...args], {
     env: {
       PATH: process.env.PATH ?? '',
       HOST: '127.0.0.1',

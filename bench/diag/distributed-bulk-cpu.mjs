@@ -5,8 +5,8 @@
  * 50,000 in requests of 10,000 (2 in flight), each followed by the bench's visibility probes (the
  * last event of every vehicle of every request, 32 GETs at a time, again every 20 ms until all are
  * found). Prints events/s answered and visible, the probe GETs sent, and each process's CPU
- * seconds (from /proc) until the last answer and from then until all were visible. After
- * `npm run build`:
+ * seconds (from /proc; this script as `load generator`) until the last answer and from then until
+ * all were visible. After `npm run build`:
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/distributed-bulk-cpu.mjs [rounds=2]
  *
@@ -14,19 +14,16 @@
  */
 import { startCluster } from '../../test/distributed/cluster.ts';
 import { VEHICLES, locationBodies, vehicleDoc } from '../lib/documents.mjs';
-import { cpuSeconds } from '../lib/proc.mjs';
+import { clusterPids, cpuMeter } from '../lib/proc.mjs';
 import { fmt, idMaker, request, sleep } from '../lib/util.mjs';
 
 const ROUNDS = Number(process.argv[2] ?? 2);
 const TOKEN = 'writer-token-acme'; // one of the cluster's default tokens
 const cluster = await startCluster();
 const role = (name) => cluster.processes.get(name);
-const pids = { ingress: role('ingress').child.pid, worker: role('worker').child.pid, query: role('query').child.pid, clickhouse: cluster.clickhouse.pid, kafka: cluster.kafka.pid };
-const cpu = () => Object.fromEntries(Object.entries(pids).map(([name, pid]) => {
-  const { user, sys } = cpuSeconds(`/proc/${pid}/stat`);
-  return [name, user + sys];
-}));
-const spent = (from, to) => Object.keys(from).map((name) => `${name} ${fmt(to[name] - from[name])}`).join(', ');
+const pids = clusterPids(cluster);
+/** CPU s of each process between two `meter.spent()` readings. */
+const spent = (from, to) => Object.keys(to).map((name) => `${name} ${fmt(to[name] - (from[name] ?? 0))}`).join(', ');
 
 try {
   // The first consumer-group join on the mock takes a few seconds: wait until a write is visible.
@@ -46,7 +43,7 @@ try {
       }
       requests.push({ body: `[${bodies.join(',')}]`, probes: [...probes.values()] });
     }
-    const c0 = cpu();
+    const meter = cpuMeter(pids);
     const t0 = performance.now();
     let next = 0;
     const sender = async () => {
@@ -57,7 +54,7 @@ try {
     };
     await Promise.all([sender(), sender()]);
     const tAnswered = performance.now();
-    const cAnswered = cpu();
+    const cAnswered = meter.spent();
     let pending = requests.flatMap((r) => r.probes);
     let gets = 0;
     while (pending.length > 0) {
@@ -76,7 +73,7 @@ try {
     const tVisible = performance.now();
     console.log(
       `${label}: answered ${fmt((n * 1000) / (tAnswered - t0))} events/s, visible ${fmt((n * 1000) / (tVisible - t0))} events/s; ${fmt(gets, 0)} probe GETs\n` +
-        `  CPU s until the last answer: ${spent(c0, cAnswered)}\n  CPU s from then until all visible: ${spent(cAnswered, cpu())}`,
+        `  CPU s until the last answer: ${spent({}, cAnswered)}\n  CPU s from then until all visible: ${spent(cAnswered, meter.spent())}`,
     );
   };
   await run(20_000, 1_000, 'warm-up');

@@ -60,3 +60,13 @@ export function cpuPerUnit(spent, units, unit, seconds) {
     .map(([name, s]) => `${name} ${Math.round((s * 1e6) / units)}`);
   return `CPU µs ${unit} by process: ${parts.join(', ')}; together ${Math.round((total * 1e6) / units)} µs, ${(total / seconds).toFixed(2)} cores busy`;
 }
+
+/** The processes of a test cluster (test/distributed/cluster.ts) by name, for `cpuMeter`. */
+export const clusterPids = (cluster) => ({
+  ingress: cluster.processes.get('ingress').child.pid,
+  worker: cluster.processes.get('worker').child.pid,
+  query: cluster.processes.get('query').child.pid,
+  ClickHouse: cluster.clickhouse.pid,
+  'Kafka mock': cluster.kafka.pid,
+  Redis: cluster.redis.pid,
+});
