@@ -30,20 +30,37 @@ const SETTINGS = (process.argv[4] ?? '0,1,2').split(',').map(Number);
 const IN_FLIGHT = Number(process.argv[5] ?? 2);
 const TOKEN = 'bulk-threads-diag-token';
 
-/** CPU seconds of the process's main thread, and of all its threads together. */
+/**
+ * CPU seconds of the process's main thread, of all its threads together, and by kind of thread (the
+ * thread's name: `node` for the event loop and the checking threads alike, `libuv-worker` for the
+ * thread pool, `V8 DefaultWorke` for V8's helpers such as the parallel scavenger, and so on).
+ */
 function cpu(pid) {
   let all = 0;
   let main = 0;
+  const byName = {};
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
       const { user, sys } = cpuSeconds(`/proc/${pid}/task/${tid}/stat`);
+      const name = tid === String(pid) ? 'event loop' : `${fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()}#${tid}`;
       all += user + sys;
+      byName[name] = (byName[name] ?? 0) + user + sys;
       if (tid === String(pid)) main = user + sys;
     } catch {
       // the thread ended meanwhile
     }
   }
-  return { main, all };
+  return { main, all, byName };
+}
+
+/** µs an event by kind of thread, largest first, of those that used at least 0.1 µs. */
+function byThread(before, after) {
+  return Object.entries(after.byName)
+    .map(([name, s]) => [name, ((s - (before.byName[name] ?? 0)) * 1e6) / EVENTS])
+    .filter(([, us]) => us >= 0.1)
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, us]) => `${name} ${us.toFixed(1)}`)
+    .join(', ');
 }
 
 /**
@@ -87,6 +104,7 @@ for (let round = 1; round <= ROUNDS; round++) {
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
           `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs, this client ${row.clientUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
       );
+      console.log(`  CPU µs an event by thread: ${byThread(before, after)}`);
       if (gc !== undefined) console.log(`  collections during the timed run: ${gc}`);
     } finally {
       await stop(svc);
