@@ -3,8 +3,10 @@
  * worker threads (1, 2): the bench's bulk scenario (200,000 location events in JSON arrays of
  * 5,000, 2 requests in flight, then every vehicle's last event of every batch polled by GET) run
  * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
- * and answered, the CPU the service's main thread and its other threads used, and this script's own
- * (the load generator's: it shares the cores), and the service's peak RSS.
+ * and answered, the CPU the service's main thread and its other threads used (also thread by thread:
+ * the checking thread, V8's helper threads and libuv's pool are each a `node#<tid>` with no name of
+ * their own in /proc), and this script's own (the load generator's: it shares the cores), and the
+ * service's peak RSS.
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
