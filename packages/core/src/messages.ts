@@ -99,28 +99,45 @@ export class TextPut implements PutMessage, StoredDocument {
   readonly op = 'put';
   #doc: Readonly<Record<string, unknown>> | undefined;
   #json: string | undefined;
-  /** The document's JSON as UTF-8 bytes, when it came as bytes (then `json` decodes them once, if asked). */
-  readonly bytes: Buffer | undefined;
+  /** The buffer that holds the document's UTF-8 bytes, when it came as bytes, and where in it. */
+  readonly #src: Buffer | undefined;
+  readonly #from: number;
+  readonly #to: number;
 
   constructor(
     readonly tenant: string,
     readonly kind: KindSegment,
     readonly key: string,
     readonly acceptedAt: number,
-    /** The document as JSON, with its id: text, or its UTF-8 bytes. */
+    /**
+     * The document as JSON, with its id: text, or UTF-8 bytes: all of a buffer, or its bytes
+     * [from, to) (a bulk body's span, kept as the body and two numbers rather than a view an event:
+     * thousands of events wait in the bus at once, and the collector copies all they hold).
+     */
     text: string | Buffer,
     /** Its lifecycle rank (0 without one). */
     readonly lifecycleRank: number,
     /** Its `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither. */
     readonly modified: number,
+    from = 0,
+    to: number = typeof text === 'string' ? 0 : text.length,
   ) {
     if (typeof text === 'string') this.#json = text;
-    else this.bytes = text;
+    else this.#src = text;
+    this.#from = from;
+    this.#to = to;
+  }
+
+  /** The document's JSON as UTF-8 bytes, when it came as bytes (a view made on each call; `json` decodes them once, if asked). */
+  get bytes(): Buffer | undefined {
+    const src = this.#src;
+    if (src === undefined) return undefined;
+    return this.#from === 0 && this.#to === src.length ? src : src.subarray(this.#from, this.#to);
   }
 
   /** The document as JSON text. */
   get json(): string {
-    return (this.#json ??= this.bytes!.toString('utf8'));
+    return (this.#json ??= this.#src!.toString('utf8', this.#from, this.#to));
   }
 
   get stamp(): VersionStamp {

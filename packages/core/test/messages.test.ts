@@ -81,4 +81,20 @@ describe('TextPut: a put that carries its checked text', () => {
     expect(back.doc).toEqual({ id: 'k1', lat: 52.4, s: 'é' });
     expect(jsonOf(back.doc)).toBe(plain);
   });
+
+  it('holds a span of a larger buffer (a bulk body) as that buffer and where: bytes, json, doc and the Kafka message of the span alone', () => {
+    const plain = '{"id":"k2","s":"Zürich"}';
+    const body = Buffer.from(`[{"id":"k1"},${plain},{"id":"k3"}]`);
+    const from = body.indexOf(plain);
+    const to = from + Buffer.byteLength(plain);
+    const m = new TextPut('acme', 'events', 'k2', 7, body, 4, 1000, from, to);
+    expect(m.bytes?.equals(Buffer.from(plain))).toBe(true);
+    expect(m.bytes?.buffer).toBe(body.buffer); // a view of the body, not a copy
+    expect(m.json).toBe(plain);
+    expect(m.doc).toEqual({ id: 'k2', s: 'Zürich' });
+    expect(encodeMessage(m).toString()).toBe(encodeMessage(new TextPut('acme', 'events', 'k2', 7, plain, 4, 1000)));
+    // Given all of a buffer, it hands that buffer itself back.
+    const whole = Buffer.from(plain);
+    expect(new TextPut('acme', 'events', 'k2', 7, whole, 4, 1000).bytes).toBe(whole);
+  });
 });

@@ -155,12 +155,16 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
   const keys: string[] = [];
   const keyBytes: number[] = [];
   const jsonBytes: number[] = [];
+  /** Each put's document bytes, when it has them (asked for once: a TextPut makes a view a call). */
+  const docBytes: (Uint8Array | undefined)[] = [];
   let total = 0;
   for (const w of writes) {
     const k = w.op === 'put' ? prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank : prefixOf(w.tenant, w.kind, w.key);
     const kb = Buffer.byteLength(k);
     if (kb > 0xffff) throw new Error(`event key too long (${kb} bytes)`);
-    const jb = w.op === 'put' ? (w.doc.bytes?.length ?? Buffer.byteLength(w.doc.json)) : 0;
+    const bytes = w.op === 'put' ? w.doc.bytes : undefined;
+    const jb = w.op === 'put' ? (bytes?.length ?? Buffer.byteLength(w.doc.json)) : 0;
+    docBytes.push(bytes);
     keys.push(k);
     keyBytes.push(kb);
     jsonBytes.push(jb);
@@ -178,7 +182,7 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
     buf.writeUInt16LE(kb, body + 1);
     buf.write(keys[i]!, body + 3, kb, 'utf8');
     if (w.op === 'put') {
-      const bytes = w.doc.bytes;
+      const bytes = docBytes[i];
       // TypedArray#set rather than Buffer#copy: the same copy without Buffer#copy's argument handling.
       if (bytes !== undefined) buf.set(bytes, body + 3 + kb);
       else buf.write(w.doc.json, body + 3 + kb, jb, 'utf8');

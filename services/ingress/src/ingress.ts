@@ -180,9 +180,11 @@ export class Ingress {
     for (let index = 0; index < count; index++) {
       const kept = outcome[index];
       if (kept === OUTCOME.telemetry) {
-        // Its text, or its own bytes in the body (a span of them, not a copy).
-        const text = texts[index] !== '' ? texts[index]! : body!.subarray(spans[2 * index], spans[2 * index + 1]);
-        const message = new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, text, checked.ranks[index]!, checked.modified[index]!);
+        // Its text, or its own bytes in the body (the body and where, not a copy nor a view).
+        const message =
+          texts[index] !== ''
+            ? new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, texts[index]!, checked.ranks[index]!, checked.modified[index]!)
+            : new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, body!, checked.ranks[index]!, checked.modified[index]!, spans[2 * index], spans[2 * index + 1]);
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
       } else if (kept === OUTCOME.other) {
         try {
