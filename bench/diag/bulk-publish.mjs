@@ -11,7 +11,9 @@
  *
  * OTM_DIAG_CPU_PROFILE=<dir> writes a V8 CPU profile of each timed run there (summarise it with
  * `node bench/lib/profile-top.mjs`), OTM_DIAG_HEAP_PROFILE=<dir> a sampling allocation profile
- * (bytes allocated an event by function are printed).
+ * (bytes allocated an event by function are printed); with OTM_DIAG_HEAP_SURVIVORS=1 as well, only
+ * of the objects that outlived a scavenge: what V8's young-generation collector copies, whose
+ * amount sets its cost (the objects of the thousands of events in flight).
  */
 import fs from 'node:fs';
 import inspector from 'node:inspector/promises';
@@ -79,7 +81,9 @@ for (let round = 1; round <= ROUNDS; round++) {
     }
     if (heapDir) {
       await session.post('HeapProfiler.enable');
-      await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+      // OTM_DIAG_HEAP_SURVIVORS=1: only what outlived a scavenge (what the collector copies).
+      const survivors = process.env.OTM_DIAG_HEAP_SURVIVORS === '1';
+      await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !survivors });
     }
     const n = BODIES * PER_BODY;
     const cpu0 = process.cpuUsage();

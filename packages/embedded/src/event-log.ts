@@ -77,8 +77,6 @@ interface Pos {
   readonly off: number;
   readonly len: number;
 }
-/** A deletion waiting for the index (a new object each time, so that each is told apart). */
-const gone = (): Pos => ({ seg: 0, gen: 0, off: 0, len: -1 });
 /** Meta key of a compaction moving segment `n`'s index entries to a new generation (its value). */
 const movingKey = (n: number) => `moving:${String(n).padStart(10, '0')}`;
 /** The key of a segment generation's descriptor in `fds`; a segment never reaches 1024 generations (see `compactSegment`). */
@@ -128,10 +126,32 @@ const decodePos = (b: Buffer, genOf: (seg: number) => number): Pos => {
 };
 
 /**
- * One index change: a put's key and where its JSON starts in its record buffer (`keyBytes`: whether
- * the key's bytes just before it are the ones lmdb would make of the string), or a delete's prefix.
+ * A put's index entry, one object for the event's whole way through the log: made with its record
+ * (its key, where its JSON starts in the record buffer, its length), placed in the log once the
+ * record is written (segment, generation, offset: it is then the `Pos` that `recent` maps the key to
+ * and the index queue holds), and handed to LMDB. One object rather than an index change, a
+ * position and a queue entry an event: thousands wait for the index at once, and the collector
+ * copies all they hold.
  */
-type IndexOp = { readonly k: string; readonly at: number; readonly len: number; readonly keyBytes: boolean } | { readonly prefix: string };
+class IndexEntry implements Pos {
+  seg = 0;
+  gen = 0;
+  off = 0;
+  constructor(
+    readonly k: string,
+    /** Where the JSON starts in `src` (the key's bytes end there). */
+    readonly at: number,
+    readonly len: number,
+    /**
+     * The record buffer, while the key's bytes in it are the ones lmdb would make of the string
+     * (KEY_AS_BYTES) and LMDB has not been handed the entry; else undefined.
+     */
+    public src: Buffer | undefined,
+  ) {}
+}
+
+/** One index change: a put's entry, or a delete's prefix. */
+type IndexOp = IndexEntry | { readonly prefix: string };
 
 /**
  * Keys whose UTF-8 bytes are exactly what lmdb's key encoding (ordered-binary) makes of the string:
@@ -187,7 +207,7 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
       if (bytes !== undefined) buf.set(bytes, body + 3 + kb);
       else buf.write(w.doc.json, body + 3 + kb, jb, 'utf8');
       const k = keys[i]!;
-      ops.push({ k, at: body + 3 + kb, len: jb, keyBytes: kb === k.length && KEY_AS_BYTES.test(k) });
+      ops.push(new IndexEntry(k, body + 3 + kb, jb, kb === k.length && KEY_AS_BYTES.test(k) ? buf : undefined));
     } else ops.push({ prefix: keys[i]! });
     buf.writeUInt32LE(end - body, at);
     buf.writeUInt32LE(zlib.crc32(buf.subarray(body, end)), at + 4);
@@ -302,11 +322,8 @@ export class LogEventStore implements EventStore {
    * it, or waiting in `indexQueue`); reads look here first. `len` -1: deleted.
    */
   private readonly recent = new Map<string, Pos>();
-  /**
-   * Index changes for LMDB. `src` and `at`: the record buffer that holds the key's bytes, and where
-   * (for keys of KEY_AS_BYTES; else `src` is undefined and lmdb encodes the string).
-   */
-  private indexQueue: { k: string; pos: Pos; src: Buffer | undefined; at: number }[] = [];
+  /** Index changes for LMDB, in order (a deletion: an entry of length -1 for each rank). */
+  private indexQueue: IndexEntry[] = [];
   private indexTimer: NodeJS.Timeout | undefined;
   /** The log position up to which `indexQueue` and what went before it cover the log (`seg:offset`). */
   private checkpoint = '';
@@ -482,17 +499,19 @@ export class LogEventStore implements EventStore {
     const queue = this.indexQueue;
     for (const { p, seg: n, off } of placed) {
       for (const op of p.ops) {
-        if ('k' in op) {
-          const pos = { seg: n, gen: this.genOf(n), off: off + op.at, len: op.len };
-          this.recent.set(op.k, pos);
-          queue.push({ k: op.k, pos, src: op.keyBytes ? p.buf : undefined, at: op.at - op.k.length });
+        if (op instanceof IndexEntry) {
+          op.seg = n;
+          op.gen = this.genOf(n);
+          op.off = off + op.at;
+          this.recent.set(op.k, op);
+          queue.push(op);
         } else {
           this.changedSinceLook = true;
           for (const r of RANKS_DOWN) {
-            const k = op.prefix + r;
-            const pos = gone();
-            this.recent.set(k, pos);
-            queue.push({ k, pos, src: undefined, at: 0 });
+            // A deletion waiting for the index: a new object each time, so that each is told apart in `recent`.
+            const e = new IndexEntry(op.prefix + r, 0, -1, undefined);
+            this.recent.set(e.k, e);
+            queue.push(e);
           }
         }
       }
@@ -518,16 +537,18 @@ export class LogEventStore implements EventStore {
     const todo = this.indexQueue;
     if (todo.length === 0) return;
     this.indexQueue = [];
-    for (const { k, pos, src, at } of todo) {
-      if (pos.len < 0) void this.index.remove(k);
-      else void this.index.put(src === undefined ? k : (new Uint8Array(src.buffer, src.byteOffset + at, k.length) as unknown as string), encodePos(pos));
+    for (const e of todo) {
+      const { k, src } = e;
+      if (e.len < 0) void this.index.remove(k);
+      else void this.index.put(src === undefined ? k : (new Uint8Array(src.buffer, src.byteOffset + e.at - k.length, k.length) as unknown as string), encodePos(e));
+      e.src = undefined; // the record buffer is no longer needed
     }
     const checkpoint = this.indexFailed ? this.committedCheckpoint : this.checkpoint;
     const settled: Promise<void> = this.meta
       .put(CHECKPOINT, checkpoint)
       .then(
         () => {
-          for (const { k, pos } of todo) if (this.recent.get(k) === pos) this.recent.delete(k);
+          for (const e of todo) if (this.recent.get(e.k) === e) this.recent.delete(e.k);
           eventIndexBehind.set(this.recent.size);
           this.committedCheckpoint = checkpoint;
         },
