@@ -129,9 +129,9 @@ const decodePos = (b: Buffer, genOf: (seg: number) => number): Pos => {
  * A put's index entry, one object for the event's whole way through the log: made with its record
  * (its key, where its JSON starts in the record buffer, its length), placed in the log once the
  * record is written (segment, generation, offset: it is then the `Pos` that `recent` maps the key to
- * and the index queue holds), and handed to LMDB. One object rather than an index change, a
- * position and a queue entry an event: thousands wait for the index at once, and the collector
- * copies all they hold.
+ * and the index queue holds), and handed to LMDB as its key and position. One object rather than an
+ * index change, a position and a queue entry an event: thousands wait for the index at once, and
+ * the collector copies all they hold.
  */
 class IndexEntry implements Pos {
   seg = 0;
@@ -139,28 +139,14 @@ class IndexEntry implements Pos {
   off = 0;
   constructor(
     readonly k: string,
-    /** Where the JSON starts in `src` (the key's bytes end there). */
+    /** Where the JSON starts in its record buffer. */
     readonly at: number,
     readonly len: number,
-    /**
-     * The record buffer, while the key's bytes in it are the ones lmdb would make of the string
-     * (KEY_AS_BYTES) and LMDB has not been handed the entry; else undefined.
-     */
-    public src: Buffer | undefined,
   ) {}
 }
 
 /** One index change: a put's entry, or a delete's prefix. */
 type IndexOp = IndexEntry | { readonly prefix: string };
-
-/**
- * Keys whose UTF-8 bytes are exactly what lmdb's key encoding (ordered-binary) makes of the string:
- * printable ASCII (a first character below 28 would get an escape byte, a character up to 4 a
- * prefix). Such a key is handed to LMDB as its bytes in the record, which spares encoding it again
- * character by character (`writeKey`: ~9 % of the bulk path's main thread). Every key the service
- * makes is one (tenants are letters, digits, '.', '_' and '-'; kinds; UUIDs; a rank digit).
- */
-const KEY_AS_BYTES = /^[\x20-\x7e]+$/;
 
 /** The records of one `write` call, encoded into one buffer, and who waits for them. */
 interface Pending {
@@ -176,7 +162,7 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
   const keyBytes: number[] = [];
   const jsonBytes: number[] = [];
   /** Each put's document bytes, when it has them (asked for once: a TextPut makes a view a call). */
-  const docBytes: (Uint8Array | undefined)[] = [];
+  const docBytes: (Buffer | undefined)[] = [];
   let total = 0;
   for (const w of writes) {
     const k = w.op === 'put' ? prefixOf(w.tenant, w.doc.kind, w.doc.key) + w.doc.lifecycleRank : prefixOf(w.tenant, w.kind, w.key);
@@ -203,11 +189,9 @@ function encodeRecords(writes: readonly DocumentWrite[]): { buf: Buffer; ops: In
     buf.write(keys[i]!, body + 3, kb, 'utf8');
     if (w.op === 'put') {
       const bytes = docBytes[i];
-      // TypedArray#set rather than Buffer#copy: the same copy without Buffer#copy's argument handling.
-      if (bytes !== undefined) buf.set(bytes, body + 3 + kb);
+      if (bytes !== undefined) bytes.copy(buf, body + 3 + kb);
       else buf.write(w.doc.json, body + 3 + kb, jb, 'utf8');
-      const k = keys[i]!;
-      ops.push(new IndexEntry(k, body + 3 + kb, jb, kb === k.length && KEY_AS_BYTES.test(k) ? buf : undefined));
+      ops.push(new IndexEntry(keys[i]!, body + 3 + kb, jb));
     } else ops.push({ prefix: keys[i]! });
     buf.writeUInt32LE(end - body, at);
     buf.writeUInt32LE(zlib.crc32(buf.subarray(body, end)), at + 4);
@@ -509,7 +493,7 @@ export class LogEventStore implements EventStore {
           this.changedSinceLook = true;
           for (const r of RANKS_DOWN) {
             // A deletion waiting for the index: a new object each time, so that each is told apart in `recent`.
-            const e = new IndexEntry(op.prefix + r, 0, -1, undefined);
+            const e = new IndexEntry(op.prefix + r, 0, -1);
             this.recent.set(e.k, e);
             queue.push(e);
           }
@@ -537,12 +521,7 @@ export class LogEventStore implements EventStore {
     const todo = this.indexQueue;
     if (todo.length === 0) return;
     this.indexQueue = [];
-    for (const e of todo) {
-      const { k, src } = e;
-      if (e.len < 0) void this.index.remove(k);
-      else void this.index.put(src === undefined ? k : (new Uint8Array(src.buffer, src.byteOffset + e.at - k.length, k.length) as unknown as string), encodePos(e));
-      e.src = undefined; // the record buffer is no longer needed
-    }
+    for (const e of todo) void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e)));
     const checkpoint = this.indexFailed ? this.committedCheckpoint : this.checkpoint;
     const settled: Promise<void> = this.meta
       .put(CHECKPOINT, checkpoint)

@@ -60,9 +60,9 @@ describe('event log', () => {
     expect(got?.bytes?.equals(Buffer.from(json))).toBe(true);
   });
 
-  it('indexes keys given to LMDB as their bytes in the record and keys it must encode itself alike: found again after a reopen', async () => {
-    // Printable ASCII keys go to LMDB as the record's bytes; others (a tenant with 'é', with a
-    // control character, one starting below 28) as strings, which lmdb's key encoding escapes.
+  it('indexes keys of any tenant so that they are found again after a reopen, each key once', async () => {
+    // Tenants with 'é', with a control character, one starting below 28: lmdb's key encoding
+    // escapes such characters; the index must still find each key, and only under its tenant.
     const tenants = ['t', 'acme.eu_1-2', 'café', 'a\u0003b', '\u001bx', '~'];
     const dir = tmp();
     const s = openAt(dir);
