@@ -14,6 +14,10 @@
  * (bytes allocated an event by function are printed); with OTM_DIAG_HEAP_SURVIVORS=1 as well, only
  * of the objects that outlived a scavenge: what V8's young-generation collector copies, whose
  * amount sets its cost (the objects of the thousands of events in flight).
+ *
+ * OTM_DIAG_STORE_ONLY=1 times the event store alone instead: the same events, as the writes the
+ * worker would make of them, handed straight to the event store's `write` (two in flight), so the
+ * share of `Ingress.bulk`, the bus and the worker is the difference between the two.
  */
 import fs from 'node:fs';
 import inspector from 'node:inspector/promises';
@@ -22,7 +26,7 @@ import path from 'node:path';
 import { openAdapters } from '../../services/otm/dist/adapters.js';
 import { GROUPS } from '../../services/otm/dist/service.js';
 import { Ingress, checkBulk } from '../../services/ingress/dist/index.js';
-import { telemetryWorker } from '../../services/worker/dist/index.js';
+import { telemetryWorker, toWrite } from '../../services/worker/dist/index.js';
 import { TOPICS, createLogger } from '../../packages/core/dist/index.js';
 import { precompile } from '../../packages/model/dist/index.js';
 import { locationBodies } from '../lib/documents.mjs';
@@ -33,6 +37,7 @@ const PER_BODY = 5_000;
 const WARMUP_BODIES = 4;
 const cpuDir = process.env.OTM_DIAG_CPU_PROFILE;
 const heapDir = process.env.OTM_DIAG_HEAP_PROFILE;
+const storeOnly = process.env.OTM_DIAG_STORE_ONLY === '1';
 
 precompile();
 const session = new inspector.Session();
@@ -75,6 +80,12 @@ for (let round = 1; round <= ROUNDS; round++) {
       checked.push(r);
     }
     for (let b = 0; b < WARMUP_BODIES; b++) await ingress.bulk('acme', 'events', checked[b], false);
+    // For OTM_DIAG_STORE_ONLY: each body's events as the worker's writes, made before the clock.
+    const writesOf = [];
+    if (storeOnly) {
+      const capture = new Ingress({ bus: { publish: async (envelopes) => void writesOf.push(envelopes.map(toWrite)) }, readers: { entities, events } });
+      for (const c of checked) await capture.bulk('acme', 'events', c, false);
+    }
     if (cpuDir) {
       await session.post('Profiler.enable');
       await session.post('Profiler.start');
@@ -91,6 +102,10 @@ for (let round = 1; round <= ROUNDS; round++) {
     let next = WARMUP_BODIES;
     const sender = async () => {
       while (next < checked.length) {
+        if (storeOnly) {
+          await events.write(writesOf[next++]);
+          continue;
+        }
         const result = await ingress.bulk('acme', 'events', checked[next++], false);
         if (result.errors.size > 0) throw new Error('a checked event was not accepted');
       }
@@ -98,7 +113,7 @@ for (let round = 1; round <= ROUNDS; round++) {
     await Promise.all([sender(), sender()]);
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    console.log(`round ${round}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s`);
+    console.log(`round ${round}${storeOnly ? ' (event store alone)' : ''}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s`);
     if (heapDir) {
       const { profile } = await session.post('HeapProfiler.stopSampling');
       fs.mkdirSync(heapDir, { recursive: true });

@@ -33,32 +33,28 @@ const IN_FLIGHT = Number(process.argv[5] ?? 2);
 const TOKEN = 'bulk-threads-diag-token';
 
 /**
- * CPU seconds of the process's main thread, of all its threads together, and by kind of thread (the
- * thread's name: `node` for the event loop and the checking threads alike, `libuv-worker` for the
- * thread pool, `V8 DefaultWorke` for V8's helpers such as the parallel scavenger, and so on).
+ * CPU seconds of each thread of the process: `event loop` for the main thread, `node#<tid>` for
+ * the others (the checking threads, V8's helper threads and libuv's pool all bear the name `node`
+ * in /proc, so they are told apart by id).
  */
 function cpu(pid) {
-  let all = 0;
-  let main = 0;
-  const byName = {};
+  const threads = {};
   for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
     try {
       const { user, sys } = cpuSeconds(`/proc/${pid}/task/${tid}/stat`);
-      const name = tid === String(pid) ? 'event loop' : `${fs.readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()}#${tid}`;
-      all += user + sys;
-      byName[name] = (byName[name] ?? 0) + user + sys;
-      if (tid === String(pid)) main = user + sys;
+      threads[tid === String(pid) ? 'event loop' : `node#${tid}`] = user + sys;
     } catch {
       // the thread ended meanwhile
     }
   }
-  return { main, all, byName };
+  return threads;
 }
+const sum = (threads) => Object.values(threads).reduce((a, b) => a + b, 0);
 
-/** µs an event by kind of thread, largest first, of those that used at least 0.1 µs. */
+/** µs an event by thread, largest first, of those that used at least 0.1 µs. */
 function byThread(before, after) {
-  return Object.entries(after.byName)
-    .map(([name, s]) => [name, ((s - (before.byName[name] ?? 0)) * 1e6) / EVENTS])
+  return Object.entries(after)
+    .map(([name, s]) => [name, ((s - (before[name] ?? 0)) * 1e6) / EVENTS])
     .filter(([, us]) => us >= 0.1)
     .sort((a, b) => b[1] - a[1])
     .map(([name, us]) => `${name} ${us.toFixed(1)}`)
@@ -100,7 +96,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8'))[1]) / 1024;
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
-      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after.main - before.main), allUs: perEvent(after.all - before.all), clientUs: perEvent(r.cpu['load generator']), hwm };
+      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after['event loop'] - before['event loop']), allUs: perEvent(sum(after) - sum(before)), clientUs: perEvent(r.cpu['load generator']), hwm };
       results.get(threads).push(row);
       console.log(
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +

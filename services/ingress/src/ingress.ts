@@ -181,10 +181,8 @@ export class Ingress {
       const kept = outcome[index];
       if (kept === OUTCOME.telemetry) {
         // Its text, or its own bytes in the body (the body and where, not a copy nor a view).
-        const message =
-          texts[index] !== ''
-            ? new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, texts[index]!, checked.ranks[index]!, checked.modified[index]!)
-            : new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, body!, checked.ranks[index]!, checked.modified[index]!, spans[2 * index], spans[2 * index + 1]);
+        const own = texts[index] === '';
+        const message = new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, own ? body! : texts[index]!, checked.ranks[index]!, checked.modified[index]!, own ? spans[2 * index] : 0, own ? spans[2 * index + 1] : 0);
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
       } else if (kept === OUTCOME.other) {
         try {
