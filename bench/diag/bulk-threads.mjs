@@ -5,8 +5,8 @@
  * against a fresh `otm serve` for each setting, in alternated rounds, printing events/s visible
  * and answered, the CPU the service's main thread and its other threads used (also thread by thread:
  * the checking thread, V8's helper threads and libuv's pool are each a `node#<tid>` with no name of
- * their own in /proc), and this script's own (the load generator's: it shares the cores), and the
- * service's peak RSS.
+ * their own in /proc), and this script's own (the load generator's: it shares the cores), the
+ * service's peak RSS, and how long the probe GETs took after the last answer.
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/bulk-threads.mjs [rounds=2] [events=200000] [settings=0,1,2] [inFlight=2]
  *
@@ -103,6 +103,10 @@ for (let round = 1; round <= ROUNDS; round++) {
           `CPU an event: main thread ${row.mainUs.toFixed(1)} µs, whole service ${row.allUs.toFixed(1)} µs, this client ${row.clientUs.toFixed(1)} µs; peak RSS ${hwm.toFixed(0)} MB`,
       );
       console.log(`  CPU µs an event by thread: ${byThread(before, after)}`);
+      // From the last answer until every probe was found: the probe GETs (all answered events are
+      // visible at once in the embedded service), a part of the time the visible rate counts.
+      const tailMs = (r.seconds - EVENTS / r.answeredRate) * 1000;
+      console.log(`  answered → all visible: ${tailMs.toFixed(0)} ms of ${(r.seconds * 1000).toFixed(0)} (${r.probeCount} probe GETs, ${((tailMs * 1000) / r.probeCount).toFixed(0)} µs each)`);
       if (gc !== undefined) console.log(`  collections during the timed run: ${gc}`);
     } finally {
       await stop(svc);

@@ -4,7 +4,11 @@
  * a figure that depends much less on what else the machine is doing than requests per second.
  * The same service start, baseline, documents and ids as `npm run bench`. After `npm run build`:
  *
- *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|get-trip-redis|put-event] [requests=100000] [rounds=2]
+ *   node --import ./bench/lib/register-ts.mjs bench/diag/cpu-per-request.mjs [get-trip|get-trip-redis|get-event|put-event] [requests=100000] [rounds=2]
+ *
+ * get-event: GETs of location events by id (telemetry, in the event log) in a scattered order, after
+ * OTM_DIAG_EVENTS (default 100,000) were stored by POST /api/v5/bulk/events in batches of 5,000;
+ * the baseline answers one of them.
  *
  * get-trip-redis: the same GET with the entity store on Redis (OTM_ENTITY_STORE=redis, as the
  * distributed query service reads it), database 9 of the Redis at 127.0.0.1:6379 or
@@ -20,12 +24,12 @@ import fs from 'node:fs';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { startServe, stop } from '../../test/process.ts';
-import { TRIP, TRIP_BODY, locationEvent } from '../lib/documents.mjs';
+import { TRIP, TRIP_BODY, locationBodies, locationEvent } from '../lib/documents.mjs';
 import { cpuSeconds } from '../lib/proc.mjs';
 import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../lib/util.mjs';
 
 const [scenario = 'get-trip', requestsArg = '100000', roundsArg = '2'] = process.argv.slice(2);
-if (!['get-trip', 'get-trip-redis', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip, get-trip-redis or put-event, got ${scenario}`);
+if (!['get-trip', 'get-trip-redis', 'get-event', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip, get-trip-redis, get-event or put-event, got ${scenario}`);
 const REQUESTS = Number(requestsArg);
 const ROUNDS = Number(roundsArg);
 const TOKEN = 'cpu-diag-token-1';
@@ -54,6 +58,21 @@ try {
     const got = await request(`${svc.url}/api/v5/trips/${TRIP.id}`, { token: TOKEN });
     await base.setGetBody(got.body);
     spec = { method: 'GET', path: `/api/v5/trips/${TRIP.id}`, headers };
+  } else if (scenario === 'get-event') {
+    const stored = Number(process.env.OTM_DIAG_EVENTS ?? 100_000);
+    const { ids, next } = locationBodies();
+    for (let from = 0; from < stored; from += 5_000) {
+      const docs = Array.from({ length: Math.min(5_000, stored - from) }, () => next());
+      const r = await request(`${svc.url}/api/v5/bulk/events`, { method: 'POST', token: TOKEN, body: `[${docs.join(',')}]` });
+      if (r.status !== 200 || !r.body.startsWith(`{"accepted":${docs.length},`)) throw new Error(`bulk answered ${r.status}: ${r.body.slice(0, 300)}`);
+    }
+    const got = await request(`${svc.url}/api/v5/events/${ids.at(0)}`, { token: TOKEN });
+    if (got.status !== 200) throw new Error(`GET event answered ${got.status}`);
+    await base.setGetBody(got.body);
+    // A scattered order (a stride prime to the count), so that reads do not walk the log in order.
+    let i = 0;
+    const stride = 7_919;
+    spec = { method: 'GET', path: `/api/v5/events/${ids.at(0)}`, headers, setupRequest: (r) => ({ ...r, path: `/api/v5/events/${ids.at((i++ * stride) % stored)}` }) };
   } else {
     const ids = idMaker();
     const nextId = process.env.OTM_DIAG_RANDOM_IDS === '1' ? randomUUID : ids.next;
