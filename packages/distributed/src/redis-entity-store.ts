@@ -35,6 +35,7 @@
 import { Cluster, Redis, type ChainableCommander, type RedisOptions } from 'ioredis';
 import type { KindSegment } from '@otm/model';
 import { decodeVersion, decodeVersionBytes, encodeVersion, unavailable, type EntityStore, type EntityTx, type HolderRef, type PendingEffect, type StoredDocument, type VersionStamp } from '@otm/core';
+import { TrackedCache } from './tracked-cache.js';
 
 export interface RedisEntityStoreOptions {
   /** `redis://[user:password@]host:port[/db]` (or `rediss://`). Ignored when `client` is given. */
@@ -49,6 +50,14 @@ export interface RedisEntityStoreOptions {
   readonly waitForReplicas?: number;
   /** How long WAIT may take (ms). Default 1000. */
   readonly waitTimeoutMs?: number;
+  /**
+   * Keep the latest version of recently read entities in this process, dropped when Redis says
+   * they changed (tracked-cache.ts; Redis 6 or later, a single node, a client this store makes).
+   * Default true.
+   */
+  readonly cacheLatest?: boolean;
+  /** Told when the cache cannot be used (the server refused CLIENT TRACKING, say). */
+  readonly warn?: (message: string) => void;
 }
 
 const SEP = '\u0000';
@@ -66,7 +75,10 @@ class Keys {
     return `{${esc(tenant)}:${kind}:${esc(key)}}`;
   }
   entity(t: string, k: string, id: string) {
-    return `${this.prefix}:e:${this.tag(t, k, id)}`;
+    return this.entityOfTag(this.tag(t, k, id));
+  }
+  entityOfTag(tag: string) {
+    return `${this.prefix}:e:${tag}`;
   }
   holders(t: string, k: string, id: string) {
     return `${this.prefix}:h:${this.tag(t, k, id)}`;
@@ -228,6 +240,7 @@ export class RedisEntityStore implements EntityStore {
   private readonly keys: Keys;
   private readonly commandTimeoutMs: number;
   private readonly opts: RedisEntityStoreOptions;
+  private readonly cache: TrackedCache | undefined;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.opts = opts;
@@ -254,6 +267,7 @@ export class RedisEntityStore implements EntityStore {
       this.redis.on('error', () => {});
       this.ownsClient = true;
     }
+    this.cache = opts.cacheLatest !== false && this.ownsClient && this.redis instanceof Redis ? new TrackedCache(this.redis, opts.warn) : undefined;
   }
 
   /**
@@ -284,18 +298,28 @@ export class RedisEntityStore implements EntityStore {
     }
   }
 
+  /** Whether GETs may be answered from this process's cache now (Redis confirmed tracking). */
+  get cachingLatest(): boolean {
+    return this.cache?.tracking ?? false;
+  }
+
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
     const ek = this.keys.entity(tenant, kind, key);
     if (lifecycleRank !== undefined) {
       const raw = await this.guard(this.redis.hgetBuffer(ek, String(lifecycleRank)));
       return raw === null ? undefined : decodeVersionBytes(kind, key, lifecycleRank, raw);
     }
-    // As bytes: the answer is sent as it was stored, with no UTF-8 decoding and encoding again.
-    const all = await this.guard(this.redis.hgetallBuffer(ek));
-    const ranks = Object.keys(all).map(Number);
-    if (ranks.length === 0) return undefined;
-    const top = Math.max(...ranks);
-    return decodeVersionBytes(kind, key, top, all[String(top)]!);
+    const cached = this.cache?.get(ek);
+    if (cached !== undefined) return cached;
+    const read = async (): Promise<StoredDocument | undefined> => {
+      // As bytes: the answer is sent as it was stored, with no UTF-8 decoding and encoding again.
+      const all = await this.guard(this.redis.hgetallBuffer(ek));
+      const ranks = Object.keys(all).map(Number);
+      if (ranks.length === 0) return undefined;
+      const top = Math.max(...ranks);
+      return decodeVersionBytes(kind, key, top, all[String(top)]!);
+    };
+    return this.cache ? this.cache.read(ek, read) : read();
   }
 
   /**
@@ -370,7 +394,14 @@ export class RedisEntityStore implements EntityStore {
   private async exec(conn: Redis | Cluster, ops: readonly Op[]): Promise<boolean> {
     const multi = conn.multi();
     for (const op of ops) op.apply(multi);
-    const replies = await this.guard(multi.exec());
+    let replies: Awaited<ReturnType<typeof multi.exec>>;
+    try {
+      replies = await this.guard(multi.exec());
+    } finally {
+      // Whatever EXEC did (even when it failed, some of it may be applied), this process's next
+      // read of these entities asks Redis: it reads its own writes at once.
+      if (this.cache) for (const op of ops) this.cache.drop(this.keys.entityOfTag(op.tag));
+    }
     if (replies === null) return false;
     for (const [err] of replies) if (err) throw unavailable(`redis: ${errorText(err)}`, 2, err);
     return true;
@@ -385,6 +416,7 @@ export class RedisEntityStore implements EntityStore {
   }
 
   async close(): Promise<void> {
+    await this.cache?.close();
     if (this.unitConnection) {
       await this.unitTurn;
       await this.unitConnection.quit().catch(() => this.unitConnection?.disconnect());

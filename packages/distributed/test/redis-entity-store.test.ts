@@ -4,7 +4,19 @@ import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../test/infra/services.js';
+import { encodeVersion } from '@otm/core';
 import { RedisEntityStore } from '../src/index.js';
+import { TrackedCache } from '../src/tracked-cache.js';
+
+/** Polls `f` until it returns true (every 5 ms, at most `ms`); whether it did. */
+async function until(f: () => Promise<boolean> | boolean, ms = 3_000): Promise<boolean> {
+  const end = Date.now() + ms;
+  for (;;) {
+    if (await f()) return true;
+    if (Date.now() > end) return false;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
 
 const enabled = integrationEnabled('RedisEntityStore (own redis-server)');
 describe.skipIf(!enabled)('RedisEntityStore', () => {
@@ -107,5 +119,104 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
     expect(await store.ready()).toBe(false);
     expect(Date.now() - t0).toBeLessThan(3_000);
     await store.close();
+  });
+
+  describe('the latest version kept in the process (CLIENT TRACKING)', () => {
+    const version = (key: string, v: number) => ({ kind: 'trips' as const, key, lifecycleRank: 0, json: `{"v":${v}}`, stamp: { modified: v, acceptedAt: v } });
+    const hashKey = (prefix: string, key: string) => `${prefix}:e:{t:trips:${key}}`;
+
+    it('answers again from memory, and drops a version another client changed or removed', async () => {
+      const a = new RedisEntityStore({ url: redis.url, prefix: 'tc' });
+      const b = new RedisEntityStore({ url: redis.url, prefix: 'tc', cacheLatest: false });
+      const raw = new Redis(redis.url);
+      const key = randomUUID();
+      try {
+        expect(await until(() => a.cachingLatest)).toBe(true);
+        await b.unit(async (tx) => tx.put('t', version(key, 1)));
+        const first = await a.get('t', 'trips', key);
+        expect(first?.json).toBe('{"v":1}');
+        expect(await a.get('t', 'trips', key)).toBe(first); // the same object: not read from Redis again
+        // Another process's unit, then a client that is not a store at all.
+        await b.unit(async (tx) => tx.put('t', version(key, 2)));
+        expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":2}')).toBe(true);
+        await raw.hset(hashKey('tc', key), '0', encodeVersion('{"v":3}', { modified: 3, acceptedAt: 3 }));
+        expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":3}')).toBe(true);
+        for (let i = 0; i < 20; i++) expect((await a.get('t', 'trips', key))?.json).toBe('{"v":3}');
+        await raw.del(hashKey('tc', key));
+        expect(await until(async () => (await a.get('t', 'trips', key)) === undefined)).toBe(true);
+        // A store made with cacheLatest: false reads Redis every time.
+        await b.unit(async (tx) => tx.put('t', version(key, 4)));
+        expect(await b.get('t', 'trips', key)).not.toBe(await b.get('t', 'trips', key));
+        expect(b.cachingLatest).toBe(false);
+      } finally {
+        raw.disconnect();
+        await a.close();
+        await b.close();
+      }
+    });
+
+    it("reads its own units' writes at once", async () => {
+      const a = new RedisEntityStore({ url: redis.url, prefix: 'tc' });
+      const key = randomUUID();
+      // Redis's invalidations held back (the listener's socket not read): only the store's own
+      // bookkeeping can tell it that its cached version is old.
+      const listener = (a as unknown as { cache: { listener: Redis } }).cache.listener;
+      try {
+        expect(await until(() => a.cachingLatest)).toBe(true);
+        listener.stream.pause();
+        for (let v = 1; v <= 20; v++) {
+          await a.unit(async (tx) => tx.put('t', version(key, v)));
+          expect((await a.get('t', 'trips', key))?.json).toBe(`{"v":${v}}`);
+          expect((await a.get('t', 'trips', key))?.json).toBe(`{"v":${v}}`);
+        }
+      } finally {
+        listener.stream.resume();
+        await a.close();
+      }
+    });
+
+    it('keeps nothing while tracking is down, and is exact again once it is back', async () => {
+      const a = new RedisEntityStore({ url: redis.url, prefix: 'tc' });
+      const raw = new Redis(redis.url);
+      const key = randomUUID();
+      try {
+        expect(await until(() => a.cachingLatest)).toBe(true);
+        await raw.hset(hashKey('tc', key), '0', encodeVersion('{"v":1}', { modified: 1, acceptedAt: 1 }));
+        expect((await a.get('t', 'trips', key))?.json).toBe('{"v":1}');
+        // The connection that receives the invalidations goes away; a change made meanwhile is
+        // announced to nobody.
+        await raw.client('KILL', 'TYPE', 'pubsub');
+        await raw.hset(hashKey('tc', key), '0', encodeVersion('{"v":2}', { modified: 2, acceptedAt: 2 }));
+        expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":2}')).toBe(true);
+        // Back on a new connection (ioredis reconnects): kept again, and dropped again on a change.
+        expect(await until(() => a.cachingLatest)).toBe(true);
+        const kept = await a.get('t', 'trips', key);
+        expect(await a.get('t', 'trips', key)).toBe(kept);
+        await raw.hset(hashKey('tc', key), '0', encodeVersion('{"v":3}', { modified: 3, acceptedAt: 3 }));
+        expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":3}')).toBe(true);
+        // FLUSHDB: Redis drops everything, and says so with one message for all keys.
+        await raw.flushdb();
+        expect(await until(async () => (await a.get('t', 'trips', key)) === undefined)).toBe(true);
+      } finally {
+        raw.disconnect();
+        await a.close();
+      }
+    });
+
+    it('does not keep what a read brought back when its key changed while it was under way', async () => {
+      const reader = new Redis(redis.url);
+      const cache = new TrackedCache(reader);
+      const doc = { kind: 'trips' as const, key: 'k', lifecycleRank: 0, json: '{}' };
+      try {
+        expect(await until(() => cache.tracking)).toBe(true);
+        expect(await cache.read('k', async () => (cache.drop('k'), doc))).toBe(doc);
+        expect(cache.get('k')).toBeUndefined();
+        expect(await cache.read('k', async () => doc)).toBe(doc);
+        expect(cache.get('k')).toBe(doc);
+      } finally {
+        await cache.close();
+        reader.disconnect();
+      }
+    });
   });
 });
