@@ -309,17 +309,22 @@ export class RedisEntityStore implements EntityStore {
       const raw = await this.guard(this.redis.hgetBuffer(ek, String(lifecycleRank)));
       return raw === null ? undefined : decodeVersionBytes(kind, key, lifecycleRank, raw);
     }
-    const cached = this.cache?.get(ek);
+    // Events are not kept: the query asks here first for every event, and most are in ClickHouse.
+    const cache = kind === 'events' ? undefined : this.cache;
+    const cached = cache?.get(ek);
     if (cached !== undefined) return cached;
-    const read = async (): Promise<StoredDocument | undefined> => {
+    const read = async (track: boolean): Promise<StoredDocument | undefined> => {
+      // Tracked by Redis only when asked just before the read, on the same connection (OPTIN).
+      const tracked = track ? this.redis.call('CLIENT', 'CACHING', 'YES').then(() => true, () => false) : undefined;
       // As bytes: the answer is sent as it was stored, with no UTF-8 decoding and encoding again.
       const all = await this.guard(this.redis.hgetallBuffer(ek));
+      if (tracked !== undefined && !(await tracked)) cache!.drop(ek);
       const ranks = Object.keys(all).map(Number);
       if (ranks.length === 0) return undefined;
       const top = Math.max(...ranks);
       return decodeVersionBytes(kind, key, top, all[String(top)]!);
     };
-    return this.cache ? this.cache.read(ek, read) : read();
+    return cache ? cache.read(ek, read) : read(false);
   }
 
   /**

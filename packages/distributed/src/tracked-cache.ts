@@ -6,7 +6,7 @@
  * nothing), as the embedded store's own cache does (packages/embedded/src/lmdb-store.ts).
  *
  * How it stays exact: the connection that reads entities has tracking on, so Redis remembers each
- * key it read and, when any client changes or removes that key, sends the key's name to a second
+ * key it read for the cache and, when any client changes or removes that key, sends the key's name to a second
  * connection of ours subscribed to `__redis__:invalidate` (tracking in `REDIRECT` mode: ioredis
  * does not hand RESP3 `invalidate` pushes to its user, so that connection speaks RESP2, where they
  * arrive as pub/sub messages). That drops the key here. A read still under way when its key is
@@ -16,6 +16,11 @@
  * drop their keys as soon as Redis answered the EXEC (`dropWritten`), so this process reads its
  * own writes at once; another process's write is seen here once its invalidation arrived, which
  * on one network is well under a millisecond after that write.
+ *
+ * Tracking is in OPTIN mode: Redis remembers only the reads that the caller marks (`read` tells it
+ * whether to send `CLIENT CACHING YES` just before its read), so that GETs of events, which the
+ * query first looks for here and mostly finds in ClickHouse, do not fill Redis's tracking table
+ * (up to `tracking-table-max-keys`, ~100 bytes a key) with keys that do not exist.
  *
  * Without tracking (a Redis before 6, a proxy that refuses CLIENT TRACKING or SUBSCRIBE) the
  * cache stays off and every GET asks Redis, as before.
@@ -84,16 +89,17 @@ export class TrackedCache {
 
   /**
    * Reads `key` with `read` and keeps what it found, unless the key was dropped or tracking lapsed
-   * while the read was under way.
+   * while the read was under way. `read(true)` must send `CLIENT CACHING YES` on the reading
+   * connection right before its read, in the same turn, and `drop(key)` should that fail.
    */
-  async read(key: string, read: () => Promise<StoredDocument | undefined>): Promise<StoredDocument | undefined> {
-    if (!this.live) return read();
+  async read(key: string, read: (track: boolean) => Promise<StoredDocument | undefined>): Promise<StoredDocument | undefined> {
+    if (!this.live) return read(false);
     const session = this.session;
     let f = this.reading.get(key);
     if (f === undefined) this.reading.set(key, (f = { n: 0, stale: false }));
     f.n++;
     try {
-      const doc = await read();
+      const doc = await read(true);
       if (doc !== undefined && !f.stale && session === this.session && this.live) this.latest.set(key, doc);
       return doc;
     } finally {
@@ -139,7 +145,7 @@ export class TrackedCache {
     if (id === undefined || this.reader.status !== 'ready' || this.closed) return;
     const session = this.session;
     try {
-      await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id));
+      await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id), 'OPTIN');
     } catch (e) {
       if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
       return;

@@ -203,6 +203,23 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       }
     });
 
+    it('has Redis track only the entities it keeps, not the events it looks for (OPTIN)', async () => {
+      const a = new RedisEntityStore({ url: redis.url, prefix: 'tk' });
+      const raw = new Redis(redis.url);
+      const trackedKeys = async () => Number(/tracking_total_keys:(\d+)/.exec(await raw.info('stats'))![1]);
+      try {
+        expect(await until(() => a.cachingLatest)).toBe(true);
+        const before = await trackedKeys();
+        for (let i = 0; i < 50; i++) expect(await a.get('t', 'events', randomUUID())).toBeUndefined();
+        expect(await trackedKeys()).toBe(before);
+        for (let i = 0; i < 50; i++) await a.get('t', 'trips', randomUUID());
+        expect(await trackedKeys()).toBe(before + 50);
+      } finally {
+        raw.disconnect();
+        await a.close();
+      }
+    });
+
     it('does not keep what a read brought back when its key changed while it was under way', async () => {
       const reader = new Redis(redis.url);
       const cache = new TrackedCache(reader);
