@@ -95,3 +95,17 @@ export const eventIndexFailed = new Gauge({
   help: '1 once a commit of the embedded event index failed in this process (the next start rebuilds it from the log)',
   registers: [registry],
 });
+
+/** The distributed entity store's cache of latest versions (Redis client-side caching). */
+export const entityCacheReads = new Counter({
+  name: 'otm_entity_cache_reads_total',
+  help: 'GETs of an entity from the Redis entity store while its client-side cache was on: answered from memory (hit) or from Redis (miss)',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const entityCacheTracking = new Gauge({
+  name: 'otm_entity_cache_tracking',
+  help: '1 while Redis tracks the keys this process caches (CLIENT TRACKING on and its invalidations heard); 0 while the cache is off',
+  registers: [registry],
+});

@@ -27,11 +27,13 @@
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import type { StoredDocument } from '@otm/core';
+import { entityCacheReads, entityCacheTracking, type StoredDocument } from '@otm/core';
 
 /** Bounded by entries and by the bytes of the documents it holds, as the embedded store's. */
 const BOUNDS = { max: 10_000, maxSize: 16 * 1024 * 1024, maxEntrySize: 256 * 1024 };
 const CHANNEL = '__redis__:invalidate';
+const hits = entityCacheReads.labels('hit');
+const misses = entityCacheReads.labels('miss');
 
 /** A read of one key under way, and whether its key was dropped meanwhile. */
 interface InFlight {
@@ -84,7 +86,10 @@ export class TrackedCache {
 
   /** The kept latest version of `key`, if any. */
   get(key: string): StoredDocument | undefined {
-    return this.live ? this.latest.get(key) : undefined;
+    if (!this.live) return undefined;
+    const doc = this.latest.get(key);
+    if (doc !== undefined) hits.inc();
+    return doc;
   }
 
   /**
@@ -94,6 +99,7 @@ export class TrackedCache {
    */
   async read(key: string, read: (track: boolean) => Promise<StoredDocument | undefined>): Promise<StoredDocument | undefined> {
     if (!this.live) return read(false);
+    misses.inc();
     const session = this.session;
     let f = this.reading.get(key);
     if (f === undefined) this.reading.set(key, (f = { n: 0, stale: false }));
@@ -123,6 +129,7 @@ export class TrackedCache {
   private lapse(): void {
     this.session++;
     this.live = false;
+    entityCacheTracking.set(0);
     this.latest.clear();
     for (const f of this.reading.values()) f.stale = true;
   }
@@ -151,6 +158,9 @@ export class TrackedCache {
       return;
     }
     // Only if neither connection closed meanwhile, and the listener is still the one named.
-    if (session === this.session && this.listenerId === id && !this.closed) this.live = true;
+    if (session === this.session && this.listenerId === id && !this.closed) {
+      this.live = true;
+      entityCacheTracking.set(1);
+    }
   }
 }

@@ -4,7 +4,7 @@ import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../test/infra/services.js';
-import { encodeVersion } from '@otm/core';
+import { encodeVersion, entityCacheReads } from '@otm/core';
 import { RedisEntityStore } from '../src/index.js';
 import { TrackedCache } from '../src/tracked-cache.js';
 
@@ -133,9 +133,12 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       try {
         expect(await until(() => a.cachingLatest)).toBe(true);
         await b.unit(async (tx) => tx.put('t', version(key, 1)));
+        const reads = async (result: string) => (await entityCacheReads.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
+        const [hits, misses] = [await reads('hit'), await reads('miss')];
         const first = await a.get('t', 'trips', key);
         expect(first?.json).toBe('{"v":1}');
         expect(await a.get('t', 'trips', key)).toBe(first); // the same object: not read from Redis again
+        expect([await reads('hit'), await reads('miss')]).toEqual([hits + 1, misses + 1]);
         // Another process's unit, then a client that is not a store at all.
         await b.unit(async (tx) => tx.put('t', version(key, 2)));
         expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":2}')).toBe(true);
