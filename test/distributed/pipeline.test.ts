@@ -185,6 +185,24 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     expect(await eventually(() => text('/api/v5/events/7b000000-0000-4000-8000-000000000003'), 20_000, 'the PUT event')).toBe(one);
   }, 60_000);
 
+  it("the query answers entities it read again from memory, and sees a worker's later change to them", async () => {
+    const metric = async (name: string) => {
+      const m = await (await fetch(`${c.processes.get('query')!.url}/metrics`)).text();
+      return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(m)?.[1] ?? 0);
+    };
+    expect(await eventually(async () => ((await metric('otm_entity_cache_tracking')) === 1 ? true : undefined), 10_000, 'tracking on')).toBe(true);
+    const id = '7e000000-0000-4000-8000-000000000001';
+    expect((await put('vehicles', { entityType: 'vehicle', id, name: 'first' })).status).toBe(200);
+    await visible(`/api/v5/vehicles/${id}`, (v) => v.name === 'first');
+    const hits = await metric('otm_entity_cache_reads_total\\{result="hit"\\}');
+    for (let i = 0; i < 5; i++) expect((await get(`/api/v5/vehicles/${id}`)).body.name).toBe('first');
+    expect(await metric('otm_entity_cache_reads_total\\{result="hit"\\}')).toBeGreaterThanOrEqual(hits + 4);
+    // Changed by the worker (another process): the query drops what it kept when Redis says so.
+    expect((await put('vehicles', { entityType: 'vehicle', id, name: 'second' })).status).toBe(200);
+    await visible(`/api/v5/vehicles/${id}`, (v) => v.name === 'second');
+    for (let i = 0; i < 5; i++) expect((await get(`/api/v5/vehicles/${id}`)).body.name).toBe('second');
+  }, 60_000);
+
   it('two telemetry workers share the partitions; one leaving hands its partitions over without loss', async () => {
     await c.startRole('worker-2', ['worker', '--telemetry']);
     const idOf = (i: number) => `7d000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
