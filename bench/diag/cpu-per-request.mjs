@@ -12,7 +12,8 @@
  *
  * get-trip-redis: the same GET with the entity store on Redis (OTM_ENTITY_STORE=redis, as the
  * distributed query service reads it), database 9 of the Redis at 127.0.0.1:6379 or
- * OTM_DIAG_REDIS_URL; the database is emptied before and after.
+ * OTM_DIAG_REDIS_URL; the database is emptied before and after. OTM_REDIS_CACHE=off (passed on to
+ * the service) measures it without its client-side cache, so that every GET asks Redis.
  *
  * OTM_DIAG_RANDOM_IDS=1 sends random v4 UUIDs as event ids (a fleet's own) instead of the bench's
  * sequential ones. OTM_CHILD_NODE_OPTIONS becomes the service's NODE_OPTIONS (test/process.ts), e.g.
@@ -46,7 +47,7 @@ if (scenario === 'get-trip-redis') await flushRedis();
 const svc = await startServe({
   OTM_DATA_DIR: dataDir,
   OTM_TOKENS: `${TOKEN}:t1:read+write`,
-  ...(scenario === 'get-trip-redis' ? { OTM_ENTITY_STORE: 'redis', REDIS_URL: redisUrl } : {}),
+  ...(scenario === 'get-trip-redis' ? { OTM_ENTITY_STORE: 'redis', REDIS_URL: redisUrl, OTM_REDIS_CACHE: process.env.OTM_REDIS_CACHE ?? 'on' } : {}),
 });
 const base = await startBaseline();
 try {

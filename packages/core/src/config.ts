@@ -24,6 +24,8 @@ export interface Config {
   readonly kafkaBrokers: readonly string[];
   readonly entityStore: 'embedded' | 'redis';
   readonly redisUrl: string | undefined;
+  /** Keep recently read entities in the process, told of changes by Redis (CLIENT TRACKING). */
+  readonly redisCache: boolean;
   readonly eventStore: 'embedded' | 'clickhouse';
   readonly clickhouseUrl: string | undefined;
   /** Undefined when OTM_TOKENS is unset (then `otm serve` makes and keeps a token). */
@@ -59,6 +61,7 @@ export const CONFIG_VARIABLES = {
   KAFKA_BROKERS: 'comma-separated host:port list, required when OTM_BUS=kafka',
   OTM_ENTITY_STORE: 'embedded (default) or redis',
   REDIS_URL: 'redis://host:port, required when OTM_ENTITY_STORE=redis',
+  OTM_REDIS_CACHE: 'on (default): each process keeps recently read entities, dropped when Redis says they changed (Redis 6+); off: every GET asks Redis',
   OTM_EVENT_STORE: 'embedded (default) or clickhouse',
   CLICKHOUSE_URL: 'http://host:8123, required when OTM_EVENT_STORE=clickhouse',
   OTM_TOKENS: 'token:tenant:scopes[,...], scopes read and/or write joined with + (e.g. s3cret:acme:read+write)',
@@ -152,6 +155,7 @@ export function loadConfig(env: Env = process.env): Config {
     kafkaBrokers: Object.freeze(kafkaBrokers),
     entityStore,
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:'], entityStore === 'redis'),
+    redisCache: oneOf(env, 'OTM_REDIS_CACHE', ['on', 'off'] as const, 'on') === 'on',
     eventStore,
     clickhouseUrl: url(env, 'CLICKHOUSE_URL', ['http:', 'https:'], eventStore === 'clickhouse'),
     tokens: tokens && Object.freeze(tokens),

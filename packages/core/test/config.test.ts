@@ -4,7 +4,8 @@ import { ConfigError, loadConfig } from '../src/index.js';
 describe('loadConfig', () => {
   it('has defaults for the embedded deployment', () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', bus: 'memory', entityStore: 'embedded', eventStore: 'embedded', tokens: undefined });
+    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', bus: 'memory', entityStore: 'embedded', eventStore: 'embedded', tokens: undefined, redisCache: true });
+    expect(loadConfig({ OTM_REDIS_CACHE: 'off' }).redisCache).toBe(false);
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
   });
@@ -23,6 +24,7 @@ describe('loadConfig', () => {
     [{ OTM_TOKENS: 'longenough:acme' }, 'OTM_TOKENS'],
     [{ OTM_TOKENS: 'longenough:ac/me:read' }, 'OTM_TOKENS'],
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ OTM_REDIS_CACHE: 'yes' }, 'OTM_REDIS_CACHE'],
     [{ OTM_BODY_LIMIT: '-1' }, 'OTM_BODY_LIMIT'],
     [{ KAFKA_MAX_REQUEST_BYTES: '100' }, 'KAFKA_MAX_REQUEST_BYTES'],
   ])('rejects %j naming %s', (env, variable) => {

@@ -34,7 +34,7 @@ export interface AdapterOptions {
 type AdapterConfig = Pick<
   Config,
   'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'
-> & { readonly kafka?: Config['kafka'] };
+> & { readonly kafka?: Config['kafka']; readonly redisCache?: boolean };
 
 export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
   let embedded: EmbeddedStores | undefined;
@@ -64,7 +64,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
 
   const redis =
     config.entityStore === 'redis'
-      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}), warn: (m) => logger.warn(m) })
+      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}), cacheLatest: config.redisCache ?? true, warn: (m) => logger.warn(m) })
       : undefined;
   const entities: EntityStore = redis ?? lmdb().entities;
 
