@@ -12,7 +12,8 @@
  * arrive as pub/sub messages). That drops the key here. A read still under way when its key is
  * dropped is not kept (its answer may be older than the change), and nothing is kept unless
  * tracking is known to be on: whenever either connection closes, the cache is emptied and stays
- * unused until tracking is on again on the new connections. Writes of this process's own units
+ * unused until tracking is on again on the new connections, both on the same server (INFO's
+ * `run_id`: after a failover the listener's client id may name another client of the new primary). Writes of this process's own units
  * drop their keys as soon as Redis answered the EXEC (`dropWritten`), so this process reads its
  * own writes at once; another process's write is seen here once its invalidation arrived, which
  * on one network is well under a millisecond after that write.
@@ -35,6 +36,9 @@ const CHANNEL = '__redis__:invalidate';
 const hits = entityCacheReads.labels('hit');
 const misses = entityCacheReads.labels('miss');
 
+/** The `run_id` of INFO SERVER: which server process a connection is on. */
+const runId = (info: string): string | undefined => /^run_id:(\w+)/m.exec(info)?.[1];
+
 /** A read of one key under way, and whether its key was dropped meanwhile. */
 interface InFlight {
   n: number;
@@ -52,6 +56,12 @@ export class TrackedCache {
   /** Bumped whenever tracking may have lapsed: a read begun before is not kept. */
   private session = 0;
   private listenerId: number | undefined;
+  /**
+   * The server the listener is on (its `run_id`): tracking is pointed at the listener's client id
+   * only from a reader on that same server, since after a failover another server's client may
+   * bear the same id.
+   */
+  private listenerServer: string | undefined;
   private readonly listener: Redis;
   private closed = false;
 
@@ -70,6 +80,7 @@ export class TrackedCache {
     });
     this.listener.on('close', () => {
       this.listenerId = undefined;
+      this.listenerServer = undefined;
       this.lapse();
     });
     this.listener.on('ready', () => void this.subscribe());
@@ -138,8 +149,10 @@ export class TrackedCache {
   private async subscribe(): Promise<void> {
     try {
       const id = Number(await this.listener.client('ID'));
+      const server = runId(await this.listener.info('server'));
       await this.listener.subscribe(CHANNEL);
       this.listenerId = id;
+      this.listenerServer = server;
       await this.track();
     } catch (e) {
       if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
@@ -149,9 +162,13 @@ export class TrackedCache {
   /** Turns tracking on for the reader, sending invalidations to the listener; then keeps documents. */
   private async track(): Promise<void> {
     const id = this.listenerId;
+    const server = this.listenerServer;
     if (id === undefined || this.reader.status !== 'ready' || this.closed) return;
     const session = this.session;
     try {
+      // Not the listener's server (a failover moved one connection and not yet the other): wait
+      // for the listener's next connection, which calls this again.
+      if (runId(await this.reader.info('server')) !== server) return;
       await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id), 'OPTIN');
     } catch (e) {
       if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);

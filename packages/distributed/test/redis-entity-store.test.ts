@@ -223,6 +223,28 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       }
     });
 
+    it('does not turn tracking on when its two connections are on different servers (after a failover)', async () => {
+      // The listener made to report another server's run_id, as when a failover moved the reader
+      // to a new primary while the listener is still on the old one: its client id means nothing
+      // there (or names another client), so nothing may be kept.
+      const reader = new Redis(redis.url);
+      const duplicate = reader.duplicate.bind(reader);
+      reader.duplicate = (override) => {
+        const other = duplicate(override);
+        const info = other.info.bind(other);
+        other.info = (async (...args: Parameters<typeof info>) => String(await info(...args)).replace(/^run_id:\w+/m, 'run_id:0123456789abcdef')) as typeof other.info;
+        return other;
+      };
+      const cache = new TrackedCache(reader);
+      try {
+        await new Promise((r) => setTimeout(r, 500));
+        expect(cache.tracking).toBe(false);
+      } finally {
+        await cache.close();
+        reader.disconnect();
+      }
+    });
+
     it('does not keep what a read brought back when its key changed while it was under way', async () => {
       const reader = new Redis(redis.url);
       const cache = new TrackedCache(reader);
