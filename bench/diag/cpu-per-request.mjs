@@ -25,7 +25,8 @@ import fs from 'node:fs';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { startServe, stop } from '../../test/process.ts';
-import { TRIP, TRIP_BODY, locationBodies, locationEvent } from '../lib/documents.mjs';
+import { bulkEndToEnd } from '../lib/bulk.mjs';
+import { TRIP, TRIP_BODY, locationEvent } from '../lib/documents.mjs';
 import { cpuSeconds } from '../lib/proc.mjs';
 import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../lib/util.mjs';
 
@@ -61,12 +62,8 @@ try {
     spec = { method: 'GET', path: `/api/v5/trips/${TRIP.id}`, headers };
   } else if (scenario === 'get-event') {
     const stored = Number(process.env.OTM_DIAG_EVENTS ?? 100_000);
-    const { ids, next } = locationBodies();
-    for (let from = 0; from < stored; from += 5_000) {
-      const docs = Array.from({ length: Math.min(5_000, stored - from) }, () => next());
-      const r = await request(`${svc.url}/api/v5/bulk/events`, { method: 'POST', token: TOKEN, body: `[${docs.join(',')}]` });
-      if (r.status !== 200 || !r.body.startsWith(`{"accepted":${docs.length},`)) throw new Error(`bulk answered ${r.status}: ${r.body.slice(0, 300)}`);
-    }
+    const { ids, invisible } = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: stored, batch: 5_000, concurrency: 2, visibleTimeoutS: 60 });
+    if (invisible) throw new Error(`${invisible} stored events not visible`);
     const got = await request(`${svc.url}/api/v5/events/${ids.at(0)}`, { token: TOKEN });
     if (got.status !== 200) throw new Error(`GET event answered ${got.status}`);
     await base.setGetBody(got.body);

@@ -64,6 +64,12 @@ export interface VersionStamp {
   readonly acceptedAt: number;
 }
 
+/**
+ * Bounds of a store's in-process cache of latest versions (the embedded LMDB store's and the Redis
+ * store's): at most this many documents, this many bytes of them, none larger than the last.
+ */
+export const LATEST_CACHE_BOUNDS = { max: 10_000, maxSize: 16 * 1024 * 1024, maxEntrySize: 256 * 1024 } as const;
+
 /** One stored version of a document: an entity, or one lifecycle of an action or event. */
 export interface StoredDocument {
   readonly kind: KindSegment;

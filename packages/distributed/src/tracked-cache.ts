@@ -13,10 +13,10 @@
  * dropped is not kept (its answer may be older than the change), and nothing is kept unless
  * tracking is known to be on: whenever either connection closes, the cache is emptied and stays
  * unused until tracking is on again on the new connections, both on the same server (INFO's
- * `run_id`: after a failover the listener's client id may name another client of the new primary). Writes of this process's own units
- * drop their keys as soon as Redis answered the EXEC (`dropWritten`), so this process reads its
- * own writes at once; another process's write is seen here once its invalidation arrived, which
- * on one network is well under a millisecond after that write.
+ * `run_id`: after a failover the listener's client id may name another client of the new
+ * primary). The store's own units `drop` the keys they wrote as soon as Redis answered their EXEC,
+ * so this process reads its own writes at once; another process's write is seen here once its
+ * invalidation arrived, which on one network is well under a millisecond after that write.
  *
  * Tracking is in OPTIN mode: Redis remembers only the reads that the caller marks (`read` tells it
  * whether to send `CLIENT CACHING YES` just before its read), so that GETs of events, which the
@@ -28,10 +28,8 @@
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { entityCacheReads, entityCacheTracking, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, entityCacheReads, entityCacheTracking, type StoredDocument } from '@otm/core';
 
-/** Bounded by entries and by the bytes of the documents it holds, as the embedded store's. */
-const BOUNDS = { max: 10_000, maxSize: 16 * 1024 * 1024, maxEntrySize: 256 * 1024 };
 const CHANNEL = '__redis__:invalidate';
 const hits = entityCacheReads.labels('hit');
 const misses = entityCacheReads.labels('miss');
@@ -47,7 +45,8 @@ interface InFlight {
 
 export class TrackedCache {
   private readonly latest = new LRUCache<string, StoredDocument>({
-    ...BOUNDS,
+    ...LATEST_CACHE_BOUNDS,
+    // A document read from Redis holds its bytes; its text is made only if asked for.
     sizeCalculation: (d) => (d.bytes?.length ?? d.json.length) + 100,
   });
   private readonly reading = new Map<string, InFlight>();
@@ -155,8 +154,12 @@ export class TrackedCache {
       this.listenerServer = server;
       await this.track();
     } catch (e) {
-      if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
+      this.refused(e);
     }
+  }
+
+  private refused(e: unknown): void {
+    if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
   }
 
   /** Turns tracking on for the reader, sending invalidations to the listener; then keeps documents. */
@@ -171,7 +174,7 @@ export class TrackedCache {
       if (runId(await this.reader.info('server')) !== server) return;
       await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id), 'OPTIN');
     } catch (e) {
-      if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
+      this.refused(e);
       return;
     }
     // Only if neither connection closed meanwhile, and the listener is still the one named.

@@ -25,6 +25,7 @@ import type { KindSegment } from '@otm/model';
 import {
   decodeVersion,
   encodeVersion,
+  LATEST_CACHE_BOUNDS,
   type EntityStore,
   type EntityTx,
   type HolderRef,
@@ -184,11 +185,10 @@ interface Dbs {
  * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
  * Bounded by entries and by the bytes of the documents it holds (text and UTF-8).
  */
-const LATEST_CACHE = { max: 10_000, maxSize: 16 * 1024 * 1024, maxEntrySize: 256 * 1024 };
 
 class LmdbEntityStore implements EntityStore {
   private readonly latest = new LRUCache<string, StoredDocument>({
-    ...LATEST_CACHE,
+    ...LATEST_CACHE_BOUNDS,
     sizeCalculation: (d) => d.json.length + (d.bytes?.length ?? 0) + 100,
   });
 
