@@ -61,6 +61,11 @@ export class TrackedCache {
    * bear the same id.
    */
   private listenerServer: string | undefined;
+  /**
+   * Bumped on each connection and each close of the listener: a `subscribe` begun on an earlier
+   * connection, whose answers may come late, must not name that connection's client id.
+   */
+  private listenerEpoch = 0;
   private readonly listener: Redis;
   private closed = false;
 
@@ -78,11 +83,12 @@ export class TrackedCache {
       else this.lapse();
     });
     this.listener.on('close', () => {
+      this.listenerEpoch++;
       this.listenerId = undefined;
       this.listenerServer = undefined;
       this.lapse();
     });
-    this.listener.on('ready', () => void this.subscribe());
+    this.listener.on('ready', () => void this.subscribe(++this.listenerEpoch));
     this.reader.on('close', () => this.lapse());
     this.reader.on('ready', () => void this.track());
     // The reader may be connected already.
@@ -144,17 +150,23 @@ export class TrackedCache {
     for (const f of this.reading.values()) f.stale = true;
   }
 
-  /** On each connection of the listener: learn its id, subscribe, then point tracking at it. */
-  private async subscribe(): Promise<void> {
+  /**
+   * On each connection of the listener: learn its id, subscribe, then point tracking at it. Does
+   * nothing once the listener has closed or connected again since (`epoch`): the newer
+   * connection's own call does it, and this one's answers may describe the old connection.
+   */
+  private async subscribe(epoch: number): Promise<void> {
+    const current = () => epoch === this.listenerEpoch && !this.closed;
     try {
       const id = Number(await this.listener.client('ID'));
       const server = runId(await this.listener.info('server'));
       await this.listener.subscribe(CHANNEL);
+      if (!current()) return;
       this.listenerId = id;
       this.listenerServer = server;
       await this.track();
     } catch (e) {
-      this.refused(e);
+      if (current()) this.refused(e);
     }
   }
 

@@ -245,6 +245,53 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       }
     });
 
+    it('names the current listener connection when an earlier connection\'s setup answers late', async () => {
+      // The listener's first connection goes away while its setup is under way, and that setup's
+      // answers come back only after the next connection's setup turned tracking on. Were the late
+      // setup to record its (closed) connection's client id, the reader's next reconnection would
+      // point tracking at a client that no longer exists: refused, and no cache from then on.
+      const reader = new Redis(redis.url);
+      const warnings: string[] = [];
+      let release!: () => void;
+      const gate = new Promise<void>((r) => (release = r));
+      let firstInfo!: () => void;
+      const firstInfoAsked = new Promise<void>((r) => (firstInfo = r));
+      let listener!: Redis;
+      const duplicate = reader.duplicate.bind(reader);
+      reader.duplicate = (override) => {
+        listener = duplicate(override);
+        const info = listener.info.bind(listener);
+        let calls = 0;
+        // ioredis's own ready check asks INFO too (with no section): only the cache's setup is held.
+        listener.info = (async (...args: Parameters<typeof info>) => {
+          const first = args[0] === 'server' && ++calls === 1;
+          if (first) firstInfo();
+          const answer = await info(...args);
+          if (first) await gate;
+          return answer;
+        }) as typeof listener.info;
+        return listener;
+      };
+      const cache = new TrackedCache(reader, (m) => warnings.push(m));
+      try {
+        await firstInfoAsked;
+        listener.disconnect(true); // closes, then ioredis connects again
+        expect(await until(() => cache.tracking)).toBe(true);
+        release();
+        await new Promise((r) => setTimeout(r, 100));
+        // The reader's connection goes away and comes back: tracking must be pointed at the
+        // listener's current connection again.
+        reader.disconnect(true);
+        expect(await until(() => reader.status !== 'ready')).toBe(true);
+        expect(await until(() => cache.tracking)).toBe(true);
+        expect(warnings).toEqual([]);
+      } finally {
+        release();
+        await cache.close();
+        reader.disconnect();
+      }
+    });
+
     it('does not keep what a read brought back when its key changed while it was under way', async () => {
       const reader = new Redis(redis.url);
       const cache = new TrackedCache(reader);
