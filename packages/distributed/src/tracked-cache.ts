@@ -186,7 +186,8 @@ export class TrackedCache {
       if (runId(await this.reader.info('server')) !== server) return;
       await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id), 'OPTIN');
     } catch (e) {
-      this.refused(e);
+      // A connection that closed meanwhile is no refusal: its next `ready` calls this again.
+      if (session === this.session) this.refused(e);
       return;
     }
     // Only if neither connection closed meanwhile, and the listener is still the one named.

@@ -177,16 +177,15 @@ interface Dbs {
   pending: Str;
 }
 
-/**
- * The latest version of recently read entities, as GET answers it. Reading the latest version
- * from LMDB probes up to six lifecycle keys and decodes the value (about 7 µs of CPU for a 3.5 KB
- * trip, a quarter of a GET's whole cost); carriers poll the same trips over and over. This process
- * is the store's only writer, so the cache stays exact: a unit drops the entries of every entity
- * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
- * Bounded by entries and by the bytes of the documents it holds (text and UTF-8).
- */
-
 class LmdbEntityStore implements EntityStore {
+  /**
+   * The latest version of recently read entities, as GET answers it. Reading the latest version
+   * from LMDB probes up to six lifecycle keys and decodes the value (about 7 µs of CPU for a 3.5 KB
+   * trip, a quarter of a GET's whole cost); carriers poll the same trips over and over. This process
+   * is the store's only writer, so the cache stays exact: a unit drops the entries of every entity
+   * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
+   * Bounded by entries and by the bytes of the documents it holds (text and UTF-8).
+   */
   private readonly latest = new LRUCache<string, StoredDocument>({
     ...LATEST_CACHE_BOUNDS,
     sizeCalculation: (d) => d.json.length + (d.bytes?.length ?? 0) + 100,
