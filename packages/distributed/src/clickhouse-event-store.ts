@@ -142,6 +142,14 @@ SETTINGS index_granularity = 256`,
  * lifecycle only a row with `deleted = 0` counts. One query for many ids costs ClickHouse a fraction
  * of what as many queries cost (each query pays for every part of both tables), which is why the
  * store gathers the GETs that arrive together (`ClickHouseEventStore.get`).
+ *
+ * The tenant and ids filter otm_events in PREWHERE: ClickHouse reads `event_id` first and the other
+ * columns (`doc` above all) only in the granules that hold one of the ids, where with WHERE alone it
+ * read the documents of every granule the sorting key selected (a quarter to a third less of ClickHouse's
+ * CPU for a query of 32 ids: `bench/diag/clickhouse-get.mjs`). It is not a FINAL query, so PREWHERE
+ * drops only the rows of other events: every version and tombstone of an asked id stays for
+ * `argMax`. (ClickHouse does not move these conditions to PREWHERE itself: they are on columns of
+ * the sorting key.)
  */
 export function eventGetSql(database: string, tenant: string, keys: readonly string[], lifecycleRank?: number): string {
   if (!IDENT.test(database)) throw new Error(`bad ClickHouse database name: ${database}`);
@@ -150,7 +158,8 @@ export function eventGetSql(database: string, tenant: string, keys: readonly str
   const ids = `tenant = ${sqlString(tenant)} AND event_id IN (${keys.map(sqlString).join(',')})${rankFilter}`;
   return `SELECT event_id, lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted
        FROM ${database}.otm_events
-       WHERE ${ids} AND (vehicle_id, event_time, event_id) IN (
+       PREWHERE ${ids}
+       WHERE (vehicle_id, event_time, event_id) IN (
          SELECT argMax(vehicle_id, version), argMax(event_time, version), event_id
          FROM ${database}.otm_event_ids WHERE ${ids} AND kind = 'events' GROUP BY event_id, lifecycle_rank)
        GROUP BY event_id, lifecycle_rank, vehicle_id, event_time`;
