@@ -3,8 +3,9 @@
  * embedded event store skip its LMDB index. Index changes stay in the store's in-memory map of
  * positions (`recent`, where reads look first) and are never handed to LMDB, so the run pays
  * nothing for the index: no LMDB put an event on the event loop, no LMDB commit on libuv's
- * threads. A store run this way cannot find its events after a restart until the log is replayed;
- * it answers "how far could the embedded bulk row go if the index cost nothing?". After
+ * threads. Nothing of the index reaches the disk and its checkpoint never moves, so the map grows
+ * with every event and the next start replays the whole log; no real store can run so. It answers
+ * "how far could the embedded bulk row go if the index cost nothing?". After
  * `npm run build`:
  *
  *   OTM_CHILD_NODE_OPTIONS="--import $PWD/bench/diag/no-event-index.mjs" \

@@ -64,7 +64,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
 
   const redis =
     config.entityStore === 'redis'
-      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}), cacheLatest: config.redisCache ?? true, warn: (m) => logger.warn(m) })
+      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}), cacheLatest: config.redisCache, warn: (m) => logger.warn(m) })
       : undefined;
   const entities: EntityStore = redis ?? lmdb().entities;
 
