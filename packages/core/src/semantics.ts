@@ -32,7 +32,7 @@ import { lifecycleRank } from './lifecycle.js';
 import { mergePatch } from './merge-patch.js';
 import { jsonOf, type ChangeMessage, type Envelope } from './messages.js';
 import { droppedEffects, pendingEffects } from './metrics.js';
-import type { EntityTx, PendingEffect, VersionStamp } from './ports.js';
+import type { EntityTx, HolderRef, PendingEffect, VersionStamp } from './ports.js';
 
 type Doc = Record<string, unknown>;
 const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -149,9 +149,61 @@ export interface ApplyDeps {
 export async function applyChanges(tx: EntityTx, batch: readonly Envelope[], deps: ApplyDeps): Promise<void> {
   const engine = new Engine(tx, deps);
   for (const e of batch) await engine.apply(e.message);
+  await engine.propagate();
 }
 
+/** An entity version written in this unit, whose copies inside the entities that hold it are brought up to date at its end. */
+interface Written {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  readonly key: string;
+  readonly rank: number;
+  doc: Doc;
+  json: string;
+}
+
+/** The holders of written entities, each with the written entities it holds. */
+interface HolderWork {
+  readonly tenant: string;
+  readonly ref: HolderRef;
+  readonly held: Written[];
+}
+
+const versionId = (tenant: string, kind: string, key: string, rank: number): string => `${tenant}\u0000${kind}\u0000${key}\u0000${rank}`;
+
+/** Whether `path` lies inside (or is) the member at `prefix`. */
+function isUnder(path: ReadonlyArray<string | number>, prefix: ReadonlyArray<string | number>): boolean {
+  if (path.length < prefix.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (path[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Longest text of a client-supplied value in a log line. */
+const LOG_TEXT_LIMIT = 200;
+const clip = (v: unknown): unknown => (typeof v === 'string' && v.length > LOG_TEXT_LIMIT ? `${v.slice(0, LOG_TEXT_LIMIT)}…` : v);
+
+/** A bounded summary of what an effect was dropped for (the event's error items are client-driven). */
+function logDetail(detail: unknown): unknown {
+  if (Array.isArray(detail)) {
+    const shown = detail.slice(0, 5).map((d) => (typeof d === 'object' && d !== null ? Object.fromEntries(Object.entries(d).map(([k, v]) => [k, clip(v)])) : clip(d)));
+    return detail.length > shown.length ? { items: shown, more: detail.length - shown.length } : shown;
+  }
+  if (typeof detail === 'object' && detail !== null) return Object.fromEntries(Object.entries(detail).map(([k, v]) => [k, clip(v)]));
+  return clip(detail);
+}
+
+/**
+ * Applies the changes of one unit of work. Every step costs in proportion to the documents it
+ * touches: an entity written is remembered (`written`), and the copies of it that other entities
+ * hold are brought up to date once, at the end of the unit (`propagate`), each holder read, walked
+ * and written once however many of the entities it holds changed. A document with n inline
+ * entities is therefore stored in O(n) work, not O(n²) (each inline entity stored used to re-read
+ * and walk the whole document that held it).
+ */
 class Engine {
+  /** Entity versions written in this unit, by tenant, kind, key and lifecycle rank. */
+  private readonly written = new Map<string, Written>();
+
   constructor(
     private readonly tx: EntityTx,
     private readonly deps: ApplyDeps,
@@ -202,7 +254,13 @@ class Engine {
         this.tx.addHolder(tenant, { kind: child.kind, key: storageKey(child.entity.id) }, self);
       }
     }
-    await this.propagate(tenant, kind, key, rank, doc, json);
+    const id = versionId(tenant, kind, key, rank);
+    const w = this.written.get(id);
+    if (w === undefined) this.written.set(id, { tenant, kind, key, rank, doc, json });
+    else {
+      w.doc = doc;
+      w.json = json;
+    }
     await this.applyPending(tenant, kind, key);
     return true;
   }
@@ -223,8 +281,10 @@ class Engine {
     for (const child of children) {
       const id = child.entity.id;
       if (typeof id !== 'string' || id === '') continue;
-      // A child inside one already replaced comes with its replacement.
-      if (replacements.some((r) => r.path.length < child.path.length && r.path.every((p, i) => child.path[i] === p))) continue;
+      // A child inside one already replaced comes with its replacement (children come parents
+      // first, each followed by its own, so only the last replacement can hold it).
+      const last = replacements[replacements.length - 1];
+      if (last !== undefined && isUnder(child.path, last.path)) continue;
       const stored = await this.tx.get(tenant, child.kind, storageKey(id), lifecycleRank(child.entity.lifecycle));
       if (stored?.stamp && isNewer(stored.stamp, { modified: modifiedOf(child.entity), acceptedAt })) {
         replacements.push({ path: child.path, value: JSON.parse(stored.json) as Doc });
@@ -238,37 +298,81 @@ class Engine {
 
   /** Stores the inline entities (with an id) of `doc`, each if newer than the stored one. */
   private async storeInline(tenant: string, children: readonly InlineEntity[], acceptedAt: number): Promise<void> {
-    for (const child of children) {
+    for (let i = 0; i < children.length; i++) {
+      const child = children[i]!;
       const id = child.entity.id;
       if (typeof id !== 'string' || id === '') continue;
-      // A child's own inline entities are those listed below it (the walk covers every depth).
-      const below = children.filter((c) => c.path.length > child.path.length && child.path.every((p, i) => c.path[i] === p));
-      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false, below);
+      // A child's own inline entities are those listed right after it (parents come first, each
+      // followed by everything inside it, at every depth).
+      let end = i + 1;
+      while (end < children.length && isUnder(children[end]!.path, child.path)) end++;
+      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false, children.slice(i + 1, end));
     }
   }
 
-  /** Replaces the copies of an entity held inline by other entities with its new version. */
-  private async propagate(tenant: string, kind: KindSegment, key: string, rank: number, doc: Doc, json: string): Promise<void> {
-    for (const h of await this.tx.holders(tenant, kind, key)) {
-      const held = await this.tx.get(tenant, h.kind, h.key, h.lifecycleRank);
-      if (held === undefined) {
-        this.tx.removeHolder(tenant, { kind, key }, h);
-        continue;
+  /**
+   * Replaces the copies of the entities written in this unit that other entities hold inline with
+   * their versions written last. Each holder is read, walked and written once. Holders of fewer
+   * written entities go first: a holder that was itself written and is held by another (an action
+   * holding a location, both inside a trip) is brought up to date before the copies of it are.
+   */
+  async propagate(): Promise<void> {
+    if (this.written.size === 0) return;
+    const work = new Map<string, HolderWork>();
+    const holdersOf = new Map<string, HolderRef[]>();
+    for (const w of this.written.values()) {
+      const entity = `${w.tenant}\u0000${w.kind}\u0000${w.key}`;
+      let refs = holdersOf.get(entity);
+      if (refs === undefined) holdersOf.set(entity, (refs = await this.tx.holders(w.tenant, w.kind, w.key)));
+      for (const ref of refs) {
+        const id = versionId(w.tenant, ref.kind, ref.key, ref.lifecycleRank);
+        let h = work.get(id);
+        if (h === undefined) work.set(id, (h = { tenant: w.tenant, ref, held: [] }));
+        h.held.push(w);
       }
-      const holder = JSON.parse(held.json) as Doc;
-      let found = false;
-      let changed = false;
-      for (const copy of inlineEntities(h.kind, holder)) {
-        if (copy.kind !== kind || typeof copy.entity.id !== 'string' || storageKey(copy.entity.id) !== key) continue;
-        if (lifecycleRank(copy.entity.lifecycle) !== rank) continue;
-        found = true;
-        if (JSON.stringify(copy.entity) === json) continue;
-        replaceAt(holder, copy.path, doc);
-        changed = true;
-      }
-      if (!found) this.tx.removeHolder(tenant, { kind, key }, h);
-      if (changed) this.tx.put(tenant, { kind: h.kind, key: h.key, lifecycleRank: h.lifecycleRank, json: JSON.stringify(holder), stamp: held.stamp ?? { modified: 0, acceptedAt: 0 } });
     }
+    const order = [...work.values()].sort((a, b) => a.held.length - b.held.length);
+    for (const h of order) await this.refreshHolder(h);
+    this.written.clear();
+  }
+
+  private async refreshHolder({ tenant, ref, held }: HolderWork): Promise<void> {
+    const stored = await this.tx.get(tenant, ref.kind, ref.key, ref.lifecycleRank);
+    if (stored === undefined) {
+      for (const w of held) this.tx.removeHolder(tenant, { kind: w.kind, key: w.key }, ref);
+      return;
+    }
+    const byVersion = new Map<string, Written>();
+    for (const w of held) byVersion.set(versionId(tenant, w.kind, w.key, w.rank), w);
+    const holder = JSON.parse(stored.json) as Doc;
+    let copies = inlineEntities(ref.kind, holder);
+    let replaced: ReadonlyArray<string | number> | undefined;
+    for (const copy of copies) {
+      // Inside a copy just replaced: the old content, gone from the holder.
+      if (replaced !== undefined && isUnder(copy.path, replaced)) continue;
+      if (typeof copy.entity.id !== 'string' || copy.entity.id === '') continue;
+      const w = byVersion.get(versionId(tenant, copy.kind, storageKey(copy.entity.id), lifecycleRank(copy.entity.lifecycle)));
+      if (w === undefined || JSON.stringify(copy.entity) === w.json) continue;
+      replaceAt(holder, copy.path, w.doc);
+      replaced = copy.path;
+    }
+    if (replaced !== undefined) {
+      const json = JSON.stringify(holder);
+      this.tx.put(tenant, { kind: ref.kind, key: ref.key, lifecycleRank: ref.lifecycleRank, json, stamp: stored.stamp ?? { modified: 0, acceptedAt: 0 } });
+      // A holder written in this unit is held as it is now by the holders that come after it.
+      const self = this.written.get(versionId(tenant, ref.kind, ref.key, ref.lifecycleRank));
+      if (self !== undefined) {
+        self.doc = holder;
+        self.json = json;
+      }
+      copies = inlineEntities(ref.kind, holder);
+    }
+    // An entity the holder no longer holds (in any lifecycle) no longer has it as a holder.
+    const still = new Set<string>();
+    for (const copy of copies) {
+      if (typeof copy.entity.id === 'string' && copy.entity.id !== '') still.add(`${copy.kind}\u0000${storageKey(copy.entity.id)}`);
+    }
+    for (const w of held) if (!still.has(`${w.kind}\u0000${w.key}`)) this.tx.removeHolder(tenant, { kind: w.kind, key: w.key }, ref);
   }
 
   private async applyPending(tenant: string, kind: KindSegment, key: string): Promise<void> {
@@ -281,7 +385,7 @@ class Engine {
 
   private drop(reason: string, event: Doc, detail: unknown): void {
     droppedEffects.inc({ reason });
-    this.deps.logger.warn({ reason, eventId: event.id, eventType: event.eventType, detail }, 'effect dropped');
+    this.deps.logger.warn({ reason, eventId: clip(event.id), eventType: clip(event.eventType), detail: logDetail(detail) }, 'effect dropped');
   }
 
   private wait(tenant: string, kind: KindSegment, key: string, event: Doc, acceptedAt: number, eventKey: string): void {
