@@ -16,6 +16,37 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * How long a client may take and how many connections it may hold. The HTTP server cuts off a
+ * client that has not sent its headers, or its whole request, within these times, whatever the
+ * request or its token; it also closes a kept-alive connection that waits too long for its next
+ * request, and one on which nothing moves (a client that does not read its answer).
+ */
+export interface ConnectionLimits {
+  /** From the first byte of a request to the end of its headers (ms). */
+  readonly headersTimeoutMs: number;
+  /** From the first byte of a request to the end of its body (ms). */
+  readonly requestTimeoutMs: number;
+  /** How long a kept-alive connection may wait for its next request (ms). */
+  readonly keepAliveTimeoutMs: number;
+  /** How long nothing may be read from or written to a connection, except while the service works on its request (ms). */
+  readonly idleTimeoutMs: number;
+  /** Most connections open at once; more are closed as they come. */
+  readonly maxConnections: number;
+}
+
+/** The connection limits when the environment sets none. */
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  // Longer than the idle timeout of the proxies and load balancers in front (nginx keeps upstream
+  // connections 60 s, cloud load balancers 60 s): one that reuses a connection the service has just
+  // closed answers its client 502.
+  keepAliveTimeoutMs: 65_000,
+  idleTimeoutMs: 30_000,
+  maxConnections: 1024,
+});
+
 export interface Config {
   readonly port: number;
   readonly host: string;
@@ -40,6 +71,8 @@ export interface Config {
   readonly bulkMaxItems: number;
   /** Worker threads that parse and check large bulk bodies (0: the event loop does). */
   readonly bulkThreads: number;
+  /** Timeouts and the cap on connections of the HTTP server. */
+  readonly connections: ConnectionLimits;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -70,6 +103,11 @@ export const CONFIG_VARIABLES = {
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
   OTM_BULK_MAX_ITEMS: 'most documents in one bulk request (default 10000)',
+  OTM_HEADERS_TIMEOUT_MS: 'longest time from the first byte of a request to the end of its headers, then 408 and the connection is closed (default 10000, at most OTM_REQUEST_TIMEOUT_MS)',
+  OTM_REQUEST_TIMEOUT_MS: 'longest time from the first byte of a request to the end of its body, then 408 and the connection is closed (default 30000)',
+  OTM_KEEP_ALIVE_TIMEOUT_MS: 'how long a kept-alive connection may wait for its next request (default 65000: longer than the proxy in front keeps its idle connections)',
+  OTM_IDLE_TIMEOUT_MS: 'how long nothing may move on a connection (a client that does not read its answer), except while the service works on its request (default 30000)',
+  OTM_MAX_CONNECTIONS: 'most connections open at once; more are closed as they come (default 1024)',
   OTM_BULK_THREADS: 'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
@@ -146,6 +184,21 @@ export function loadConfig(env: Env = process.env): Config {
     }
   }
 
+  const d = DEFAULT_CONNECTION_LIMITS;
+  const requestTimeoutMs = integer(env, 'OTM_REQUEST_TIMEOUT_MS', d.requestTimeoutMs, 100, 3_600_000);
+  // The headers are part of the request: their time cannot be longer than the whole request's.
+  const headersTimeoutMs = integer(env, 'OTM_HEADERS_TIMEOUT_MS', Math.min(d.headersTimeoutMs, requestTimeoutMs), 100, 3_600_000);
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError('OTM_HEADERS_TIMEOUT_MS', `must not be longer than OTM_REQUEST_TIMEOUT_MS (${requestTimeoutMs}), got '${headersTimeoutMs}'`);
+  }
+  const connections: ConnectionLimits = Object.freeze({
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: integer(env, 'OTM_KEEP_ALIVE_TIMEOUT_MS', d.keepAliveTimeoutMs, 100, 3_600_000),
+    idleTimeoutMs: integer(env, 'OTM_IDLE_TIMEOUT_MS', d.idleTimeoutMs, 100, 3_600_000),
+    maxConnections: integer(env, 'OTM_MAX_CONNECTIONS', d.maxConnections, 1, 1_000_000),
+  });
+
   const host = env.HOST && env.HOST !== '' ? env.HOST : '127.0.0.1';
   return Object.freeze({
     port: integer(env, 'PORT', 8080, 0, 65535),
@@ -165,6 +218,7 @@ export function loadConfig(env: Env = process.env): Config {
     bulkLimit: integer(env, 'OTM_BULK_LIMIT', 16_777_216, 1024, 1_073_741_824),
     bulkMaxItems: integer(env, 'OTM_BULK_MAX_ITEMS', 10_000, 1, 1_000_000),
     bulkThreads: integer(env, 'OTM_BULK_THREADS', Math.min(4, Math.max(1, os.availableParallelism() - 1)), 0, 64),
+    connections,
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

@@ -27,6 +27,13 @@ describe('loadConfig', () => {
     [{ OTM_REDIS_CACHE: 'yes' }, 'OTM_REDIS_CACHE'],
     [{ OTM_BODY_LIMIT: '-1' }, 'OTM_BODY_LIMIT'],
     [{ KAFKA_MAX_REQUEST_BYTES: '100' }, 'KAFKA_MAX_REQUEST_BYTES'],
+    [{ OTM_HEADERS_TIMEOUT_MS: '0' }, 'OTM_HEADERS_TIMEOUT_MS'],
+    [{ OTM_REQUEST_TIMEOUT_MS: '0' }, 'OTM_REQUEST_TIMEOUT_MS'],
+    [{ OTM_REQUEST_TIMEOUT_MS: '30s' }, 'OTM_REQUEST_TIMEOUT_MS'],
+    [{ OTM_HEADERS_TIMEOUT_MS: '20000', OTM_REQUEST_TIMEOUT_MS: '10000' }, 'OTM_HEADERS_TIMEOUT_MS'],
+    [{ OTM_KEEP_ALIVE_TIMEOUT_MS: '0' }, 'OTM_KEEP_ALIVE_TIMEOUT_MS'],
+    [{ OTM_IDLE_TIMEOUT_MS: '-5' }, 'OTM_IDLE_TIMEOUT_MS'],
+    [{ OTM_MAX_CONNECTIONS: '0' }, 'OTM_MAX_CONNECTIONS'],
   ])('rejects %j naming %s', (env, variable) => {
     let err: unknown;
     try {
@@ -37,6 +44,21 @@ describe('loadConfig', () => {
     expect(err).toBeInstanceOf(ConfigError);
     expect((err as ConfigError).variable).toBe(variable);
     expect((err as Error).message.startsWith(`${variable}:`)).toBe(true);
+  });
+
+  it('has connection limits, each set by its variable', () => {
+    expect(loadConfig({}).connections).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, idleTimeoutMs: 30_000, maxConnections: 1024 });
+    expect(
+      loadConfig({
+        OTM_HEADERS_TIMEOUT_MS: '2000',
+        OTM_REQUEST_TIMEOUT_MS: '4000',
+        OTM_KEEP_ALIVE_TIMEOUT_MS: '1000',
+        OTM_IDLE_TIMEOUT_MS: '6000',
+        OTM_MAX_CONNECTIONS: '50',
+      }).connections,
+    ).toEqual({ headersTimeoutMs: 2000, requestTimeoutMs: 4000, keepAliveTimeoutMs: 1000, idleTimeoutMs: 6000, maxConnections: 50 });
+    // A short request timeout alone shortens the headers' default with it.
+    expect(loadConfig({ OTM_REQUEST_TIMEOUT_MS: '3000' }).connections.headersTimeoutMs).toBe(3000);
   });
 
   it('accepts the distributed settings', () => {

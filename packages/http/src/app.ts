@@ -1,10 +1,35 @@
 /**
  * The HTTP plumbing every role shares: JSON bodies, bearer authentication, one error format,
  * 404/405/413/415 answers, /healthz and /readyz. The ingress and query services add their routes.
+ * Slow or greedy clients are cut off (the connection limits), and every 4xx, whether the service,
+ * the router or Node's HTTP parser gives it, is the model's error array.
  */
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { OtmServiceError, TokenVerifier, parseJsonBody, registry, type ErrorItem, type Logger, type Principal, type Scope } from '@otm/core';
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import Fastify, {
+  LogController,
+  type ConnectionError,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
+import {
+  DEFAULT_CONNECTION_LIMITS,
+  OtmServiceError,
+  TokenVerifier,
+  invalidDocument,
+  parseJsonBody,
+  registry,
+  type ConnectionLimits,
+  type ErrorItem,
+  type Logger,
+  type Principal,
+  type Scope,
+} from '@otm/core';
 import { openApiDocument } from './openapi.js';
+import { clip, jsonMediaType } from './params.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -15,6 +40,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The scope an `/api/v5` route needs; routes without it need no authentication. */
     scope?: Scope;
+    /**
+     * The content codings (lower case, e.g. `['gzip']`) the route decodes itself. A request with
+     * any other `Content-Encoding` than these or `identity` gets 415 before its body is read.
+     */
+    contentEncodings?: readonly string[];
   }
 }
 
@@ -25,14 +55,129 @@ export interface HttpAppOptions {
   maxDepth: number;
   /** Whether every dependency answers; /readyz reports it. */
   readiness: () => Promise<Record<string, boolean>>;
+  /** Timeouts and the cap on connections; each one not given is the configuration's default. */
+  connections?: Partial<ConnectionLimits>;
 }
 
 /** The content type of every JSON answer. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
-function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
+/**
+ * An item of an error answer: the model's items and the service's own, and those of answers given
+ * before a request reaches a route (a request too slow, a path or headers too long, an expectation
+ * the service does not meet).
+ */
+type AnswerItem = ErrorItem | { type: 'requestTimeout' | 'uriTooLong' | 'headersTooLarge' | 'expectationFailed'; message: string };
+
+/** The item type of a 4xx answer that has no more precise one (400s use the model's own types). */
+const TYPE_OF_STATUS: Record<number, AnswerItem['type']> = {
+  401: 'unauthorized',
+  403: 'forbidden',
+  404: 'notFound',
+  405: 'methodNotAllowed',
+  408: 'requestTimeout',
+  413: 'payloadTooLarge',
+  414: 'uriTooLong',
+  415: 'unsupportedMediaType',
+  417: 'expectationFailed',
+  431: 'headersTooLarge',
+};
+
+function send(reply: FastifyReply, status: number, items: AnswerItem[], headers: Record<string, string> = {}) {
   return reply.code(status).headers(headers).type(JSON_TYPE).send(items);
 }
+
+/** A whole HTTP/1.1 answer with the model's error array, for a socket no response object stands for; the connection then closes. */
+function rawAnswer(status: number, item: AnswerItem): string {
+  const body = JSON.stringify([item]);
+  return (
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\nContent-Type: ${JSON_TYPE}\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}
+
+/** The answer to a request Node's HTTP parser refused, or that did not arrive in time. */
+function clientErrorAnswer(err: ConnectionError & { reason?: string }, limits: ConnectionLimits): [number, AnswerItem] {
+  switch (err.code) {
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return [
+        408,
+        {
+          type: 'requestTimeout',
+          message: `the request did not arrive in time: its headers must come within ${limits.headersTimeoutMs} ms and the whole request within ${limits.requestTimeoutMs} ms`,
+        },
+      ];
+    case 'HPE_HEADER_OVERFLOW':
+      return [431, { type: 'headersTooLarge', message: `the request line and headers are larger than the limit of ${http.maxHeaderSize} bytes` }];
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return [413, { type: 'payloadTooLarge', message: 'the chunk extensions of the body are too large' }];
+    case 'HPE_PAUSED_H2_UPGRADE':
+      return [400, { type: 'invalidJson', message: 'the service speaks HTTP/1.1 only' }];
+    default: {
+      const reason = typeof err.reason === 'string' && err.reason !== '' ? ` (${clip(err.reason.charAt(0).toLowerCase() + err.reason.slice(1))})` : '';
+      return [400, { type: 'invalidJson', message: `the request is not valid HTTP/1.1${reason}` }];
+    }
+  }
+}
+
+/** Transfer codings the service reads: Node's parser decodes `chunked`; `identity` changes nothing. */
+function readableTransferCodings(value: string): boolean {
+  if (value === 'chunked') return true;
+  return value.split(',').every((c) => {
+    const coding = c.trim().toLowerCase();
+    return coding === 'chunked' || coding === 'identity';
+  });
+}
+
+/**
+ * The refusal of a request whose body the service cannot read as sent: a transfer coding other
+ * than chunked, a content coding the route does not decode, a JSON body in another charset than
+ * UTF-8; or of an HTTP/1.1 request without Host. Undefined when none applies.
+ */
+function framingRefusal(req: FastifyRequest): [number, AnswerItem] | undefined {
+  const headers = req.headers;
+  const te = headers['transfer-encoding'];
+  if (te !== undefined && !readableTransferCodings(te)) {
+    return [
+      415,
+      { type: 'unsupportedMediaType', message: `Transfer-Encoding '${clip(te)}' is not supported: send the body as it is, with a Content-Length or chunked` },
+    ];
+  }
+  const ce = headers['content-encoding'];
+  if (ce !== undefined) {
+    const codings = ce
+      .split(',')
+      .map((c) => c.trim().toLowerCase())
+      .filter((c) => c !== '' && c !== 'identity');
+    const accepted = req.routeOptions.config?.contentEncodings ?? [];
+    if (codings.length > 1 || (codings.length === 1 && !accepted.includes(codings[0]!))) {
+      const allowed = accepted.length === 0 ? 'send the body without a content coding' : `use ${accepted.join(' or ')}, or none`;
+      return [415, { type: 'unsupportedMediaType', message: `Content-Encoding '${clip(ce)}' is not supported here: ${allowed}` }];
+    }
+  }
+  const ct = headers['content-type'];
+  if (ct !== undefined && req.method !== 'GET' && req.method !== 'HEAD' && jsonMediaType(ct) === 'unsupported-charset') {
+    return [415, { type: 'unsupportedMediaType', message: `the body must be UTF-8 (charset=utf-8, or no charset), got '${clip(ct)}'` }];
+  }
+  if (headers.host === undefined && req.raw.httpVersion === '1.1') {
+    return [400, { type: 'invalidJson', message: 'an HTTP/1.1 request needs a Host header' }];
+  }
+  return undefined;
+}
+
+/** The message of a framework error in plain words: its own (cut short) when it names no framework, else the status's. */
+function plainMessage(err: FastifyError, status: number): string {
+  const own = typeof err.message === 'string' ? err.message : '';
+  if (own !== '' && !/fastify|FST_/i.test(own)) return clip(own);
+  return `the request cannot be served: ${(http.STATUS_CODES[status] ?? 'client error').toLowerCase()}`;
+}
+
+/** Strict UTF-8: a body that is not UTF-8 is refused, never read with replacement characters. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** How often Node looks for requests past their headers or request timeout: a fraction of the shorter one, at most a second. */
+const checkingInterval = (limits: ConnectionLimits): number =>
+  Math.max(50, Math.min(1000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4)));
 
 /**
  * Per-request log lines at debug level: at high ingest rates one info line per request would cost
@@ -49,6 +194,9 @@ class QuietRequestLog extends LogController {
 
 const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
 
+/** Longest path segment (a kind, an id) the router takes; a longer one is a 414. */
+const MAX_PARAM_LENGTH = 200;
+
 /** Whether two strings are equal, looking at every character of equal-length strings (no early exit). */
 function sameText(a: string, b: string): boolean {
   if (a.length !== b.length) return false;
@@ -58,30 +206,97 @@ function sameText(a: string, b: string): boolean {
 }
 
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
+  const limits: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.connections };
   const app: FastifyInstance = Fastify({
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.bodyLimit,
     logController: new QuietRequestLog(),
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 200 },
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH },
+    // Node counts both timeouts from the start of a request (of the connection, for its first one),
+    // however the client spreads its bytes, and looks for requests past them every
+    // `connectionsCheckingInterval`: kept short, so that a slow client is cut off soon after.
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    http: {
+      headersTimeout: limits.headersTimeoutMs,
+      requestTimeout: limits.requestTimeoutMs,
+      connectionsCheckingInterval: checkingInterval(limits),
+      // Node answers a missing Host with an empty 400; the onRequest hook below answers it instead.
+      requireHostHeader: false,
+    },
+    // Requests Node's parser refuses, or that time out: the model's error array, then the connection closes.
+    clientErrorHandler: (err: ConnectionError, socket: Socket) => {
+      if (err.code === 'ECONNRESET' || socket.destroyed) return;
+      app.log.debug({ err }, 'client error');
+      // As Node does: no answer when one has begun on this connection already.
+      const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (socket.writable && (inFlight == null || !inFlight.headersSent)) {
+        const [status, item] = clientErrorAnswer(err, limits);
+        socket.write(rawAnswer(status, item));
+      }
+      socket.destroy(err);
+    },
+    // Requests the router refuses before any route or hook: a malformed or too long path.
+    frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
+      if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+        return send(reply, 414, [{ type: 'uriTooLong', message: `a segment of the path is longer than ${MAX_PARAM_LENGTH} characters` }]);
+      }
+      if (err.code === 'FST_ERR_BAD_URL') {
+        return send(reply, 400, [{ type: 'invalidJson', message: `the path holds a malformed percent-encoding: '${clip(req.url.split('?')[0]!)}'` }]);
+      }
+      const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
+      if (status === 500) {
+        req.log.error({ err }, 'request failed');
+        return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+      }
+      return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
+    },
+  });
+
+  const server = app.server;
+  server.maxConnections = limits.maxConnections;
+  // Nothing moved on a connection for OTM_IDLE_TIMEOUT_MS: close it, unless the whole request came
+  // and its answer has not begun (the service, not the client, is taking its time).
+  server.on('timeout', (socket: Socket) => {
+    const res = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (res != null && res.req.complete && !res.headersSent) return;
+    socket.destroy();
+  });
+  // `Expect` other than 100-continue (which Node answers itself).
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const body = JSON.stringify([
+      { type: 'expectationFailed', message: `the service meets only 'Expect: 100-continue', got '${clip(String(req.headers.expect))}'` },
+    ] satisfies AnswerItem[]);
+    res.writeHead(417, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
   });
 
   app.decorateRequest('principal', undefined);
   app.decorateRequest('sentBody', undefined);
 
-  // Only JSON is accepted; any other content type gets fastify's 415, mapped below.
+  // Only JSON is accepted, with or without parameters (a charset other than UTF-8 is refused by
+  // the onRequest hook below); any other content type, NDJSON too, gets the framework's 415, mapped
+  // below. The bulk route has parsers of its own, NDJSON among them.
   app.removeAllContentTypeParsers();
   // The body's bytes and text stay with the request (`sentBody`): the ingress may store a document
-  // as the bytes it was sent as (services/ingress/src/item-bytes.ts).
+  // as the bytes it was sent as (services/ingress/src/item-bytes.ts). A leading byte order mark is
+  // dropped from both.
   app.addContentTypeParser(
-    /^application\/([a-z0-9.-]+\+)?json$/i,
+    /^application\/([a-z0-9.-]+\+)?json(;|$)/i,
     { parseAs: 'buffer', bodyLimit: opts.bodyLimit },
     (req, body, done) => {
-      const bytes = body as Buffer;
+      let bytes = body as Buffer;
       // A GET or DELETE sent with a JSON content type but no body has nothing to parse.
       if (bytes.length === 0 && req.method !== 'PUT' && req.method !== 'POST') return done(null, undefined);
-      const text = bytes.toString('utf8');
+      if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) bytes = bytes.subarray(3);
+      let text: string;
+      try {
+        text = utf8.decode(bytes);
+      } catch {
+        return done(invalidDocument([{ type: 'invalidJson', message: 'the body is not valid UTF-8' }]), undefined);
+      }
       try {
         const value = parseJsonBody(text, opts.maxDepth);
         req.sentBody = { bytes, text };
@@ -92,9 +307,17 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     },
   );
 
-  // NDJSON (one document per line) for bulk requests: kept as text, split and parsed per line by the route.
-  app.addContentTypeParser(/^application\/(x-)?ndjson$/i, { parseAs: 'string' }, (_req, body, done) => {
-    done(null, { ndjson: body as unknown as string });
+  // Callback style (not async): no promise per request on the hot path. Most requests carry none
+  // of the headers looked at, or only a plain JSON content type.
+  app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
+    const h = req.headers;
+    if (h['transfer-encoding'] === undefined && h['content-encoding'] === undefined && h.host !== undefined) {
+      const ct = h['content-type'];
+      if (ct === undefined || ct === 'application/json') return done();
+    }
+    const refusal = framingRefusal(req);
+    if (refusal === undefined) return done();
+    send(reply, refusal[0], [refusal[1]]);
   });
 
   // The principal of the Authorization header a connection sent last. Clients keep a connection
@@ -141,7 +364,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
 
   app.setNotFoundHandler((req, reply) =>
-    send(reply, 404, [{ type: 'notFound', message: `no resource at ${req.method} ${req.url.split('?')[0]}` }]),
+    send(reply, 404, [{ type: 'notFound', message: `no resource at ${req.method} ${clip(req.url.split('?')[0]!)}` }]),
   );
 
   app.setErrorHandler((err: FastifyError | OtmServiceError, req, reply) => {
@@ -154,12 +377,12 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
         if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
-          return send(reply, 415, [
-            {
-              type: 'unsupportedMediaType',
-              message: `the body must be JSON (Content-Type: application/json), got '${req.headers['content-type'] ?? 'none'}'`,
-            },
-          ]);
+          const ct = req.headers['content-type'];
+          const message =
+            jsonMediaType(ct) === 'ndjson'
+              ? 'NDJSON is taken by the bulk route (POST /api/v5/bulk/<kind>) only: send one JSON document (Content-Type: application/json)'
+              : `the body must be JSON (Content-Type: application/json), got '${ct === undefined ? 'none' : clip(ct)}'`;
+          return send(reply, 415, [{ type: 'unsupportedMediaType', message }]);
         }
         return send(reply, 400, [{ type: 'invalidJson', message: 'the Content-Length does not match the body' }]);
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -172,7 +395,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
         break;
     }
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-      return send(reply, err.statusCode, [{ type: 'invalidJson', message: err.message }]);
+      const status = err.statusCode;
+      return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
     }
     req.log.error({ err }, 'request failed');
     return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));

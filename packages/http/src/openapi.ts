@@ -1,7 +1,7 @@
 /**
  * The service's own OpenAPI 3.1 description: the model's schemas (prose removed, as extracted
  * into @otm/model) and paths, plus what the model leaves open and this service decided: the
- * answers for 401, 403, 404, 405, 413, 415 and 503, the `?lifecycle=` query, the bulk extension
+ * answers for 401, 403, 404, 405, 408, 413, 414, 415, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
 import { KINDS, MODEL } from '@otm/model';
@@ -17,6 +17,9 @@ export function openApiDocument(): Record<string, unknown> {
   const common = {
     '401': errorAnswer('No bearer token, or an unknown one (with WWW-Authenticate: Bearer)'),
     '403': errorAnswer('The token lacks the scope (write for PUT/DELETE/POST, read for GET)'),
+    '408': errorAnswer('The headers (OTM_HEADERS_TIMEOUT_MS) or the whole request (OTM_REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed'),
+    '414': errorAnswer('A path segment longer than 200 characters'),
+    '431': errorAnswer('Request line and headers larger than the limit'),
     '500': { description: 'A fault of the service', content: json(ref('serverError')) },
   };
   for (const k of KINDS) {
@@ -37,7 +40,7 @@ export function openApiDocument(): Record<string, unknown> {
           ...common,
           '405': errorAnswer('Another method than PUT (with Allow)'),
           '413': errorAnswer('A body larger than OTM_BODY_LIMIT'),
-          '415': errorAnswer('A body that is not application/json'),
+          '415': errorAnswer('A body that is not application/json in UTF-8 (a charset parameter may say utf-8), or sent with a Content-Encoding or a Transfer-Encoding other than chunked'),
           '503': errorAnswer('The bus cannot take the write now (with Retry-After); nothing was stored'),
         },
         security: [{ BearerToken: [] }],
@@ -95,8 +98,8 @@ export function openApiDocument(): Record<string, unknown> {
           '200': { description: 'Per item: its id, or the model error items for it', content: json(ref('bulkResult')) },
           '400': { description: 'A body that is neither a JSON array nor NDJSON', content: json(ref('clientError')) },
           ...common,
-          '413': errorAnswer('More than OTM_BULK_LIMIT bytes or OTM_BULK_MAX_ITEMS documents'),
-          '415': errorAnswer('A body that is neither JSON nor NDJSON'),
+          '413': errorAnswer('More than OTM_BULK_LIMIT bytes (as sent, or once decompressed) or OTM_BULK_MAX_ITEMS documents'),
+          '415': errorAnswer('A body that is neither JSON nor NDJSON in UTF-8, or compressed otherwise than with gzip'),
           '503': errorAnswer('The bus cannot take the writes now (with Retry-After); nothing was stored'),
         },
         security: [{ BearerToken: [] }],
@@ -123,7 +126,7 @@ export function openApiDocument(): Record<string, unknown> {
             type: 'object',
             required: ['type', 'message'],
             properties: {
-              type: { type: 'string', enum: ['unauthorized', 'forbidden', 'notFound', 'methodNotAllowed', 'payloadTooLarge', 'unsupportedMediaType', 'unavailable'] },
+              type: { type: 'string', enum: ['unauthorized', 'forbidden', 'notFound', 'methodNotAllowed', 'payloadTooLarge', 'unsupportedMediaType', 'unavailable', 'requestTimeout', 'uriTooLong', 'headersTooLarge', 'expectationFailed'] },
               message: { type: 'string' },
             },
           },

@@ -19,6 +19,18 @@ commands:
 
 configuration: environment variables, see the README (PORT, HOST, OTM_DATA_DIR, OTM_TOKENS, OTM_BUS, ...)`;
 
+/**
+ * How to authenticate with a token `otm serve` generated. The token itself only on a terminal:
+ * otherwise standard output is likely a log (a container's), so the notice names the file that
+ * holds it instead.
+ */
+export function authNotice(kept: { readonly token: string; readonly file: string; readonly created: boolean }, terminal: boolean): string {
+  const first = `OTM_TOKENS is not set: ${kept.created ? 'created' : 'using'} a read+write token for tenant 'default', kept in ${kept.file}\n`;
+  return terminal
+    ? `${first}  Authorization: Bearer ${kept.token}`
+    : `${first}  Authorization: Bearer <token>, the token being what ${kept.file} holds before its first ':' (printed only on a terminal)`;
+}
+
 function tokensFor(config: Config, command: string): { tokens: readonly TokenEntry[]; notice: string } {
   if (config.tokens !== undefined) {
     return { tokens: config.tokens, notice: 'authenticate with a token from OTM_TOKENS: Authorization: Bearer <token>' };
@@ -28,12 +40,7 @@ function tokensFor(config: Config, command: string): { tokens: readonly TokenEnt
     throw new ConfigError('OTM_TOKENS', `is required by otm ${command}`);
   }
   const kept = keptToken(config.dataDir);
-  return {
-    tokens: kept.entries,
-    notice:
-      `OTM_TOKENS is not set: ${kept.created ? 'created' : 'using'} a read+write token for tenant 'default', kept in ${kept.file}\n` +
-      `  Authorization: Bearer ${kept.token}`,
-  };
+  return { tokens: kept.entries, notice: authNotice(kept, process.stdout.isTTY === true) };
 }
 
 function onSignals(logger: Logger, close: () => Promise<void>): void {
@@ -71,6 +78,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     bulkMaxItems: config.bulkMaxItems,
     bulkThreads: config.bulkThreads,
     telemetry,
+    connections: config.connections,
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =

@@ -3,7 +3,7 @@
  * the stores under the data folder (LMDB, and the event log). The same ingress, worker and query code as the
  * distributed roles; only the adapters differ.
  */
-import type { Config, Logger, TokenEntry } from '@otm/core';
+import type { Config, ConnectionLimits, Logger, TokenEntry } from '@otm/core';
 import { openAdapters } from './adapters.js';
 import { ALL_ROLES, createService, type Service } from './service.js';
 
@@ -14,6 +14,8 @@ export async function createEmbeddedService(
     /** Threads that check bulk bodies (default 0: the event loop), and the smallest body they get. */
     readonly bulkThreads?: number;
     readonly bulkThreadMinBytes?: number;
+    /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
+    readonly connections?: Partial<ConnectionLimits>;
   },
   tokens: readonly TokenEntry[],
   logger: Logger,
@@ -29,5 +31,6 @@ export async function createEmbeddedService(
     maxDepth: config.maxDepth,
     bulkThreads: config.bulkThreads,
     bulkThreadMinBytes: config.bulkThreadMinBytes,
+    connections: config.connections,
   });
 }

@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { precompile } from '@otm/model';
-import { TOPICS, TokenVerifier, type Logger, type Subscription, type TokenEntry } from '@otm/core';
+import { TOPICS, TokenVerifier, type ConnectionLimits, type Logger, type Subscription, type TokenEntry } from '@otm/core';
 import { createHttpApp, methodNotAllowed } from '@otm/http';
 import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
 import { Query, registerQueryRoutes } from '@otm/query';
@@ -52,6 +52,8 @@ export async function createService(
     bulkThreadMinBytes?: number;
     /** How the telemetry worker gathers events into store writes, and how many partitions it takes at once. */
     telemetry?: TelemetryBatching & { concurrency?: number };
+    /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
+    connections?: Partial<ConnectionLimits>;
   },
 ): Promise<Service> {
   const { bus, entities, events } = adapters;
@@ -78,6 +80,7 @@ export async function createService(
     verifier: new TokenVerifier(opts.tokens),
     bodyLimit: opts.bodyLimit,
     maxDepth: opts.maxDepth,
+    connections: opts.connections,
     readiness: async () => {
       const checks: Record<string, boolean> = {};
       if (roles.ingress || roles.entityWorker || roles.telemetryWorker) checks.bus = await bus.ready();

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createLogger, parseTokens } from '@otm/core';
+import { createLogger, parseTokens, type ConnectionLimits } from '@otm/core';
 import { createEmbeddedService, type EmbeddedService } from '../src/index.js';
 
 export const TOKENS = 'writer-token-acme:acme:read+write,reader-token-acme:acme:read,writer-token-globex:globex:read+write,writeonly-token:acme:write';
@@ -22,7 +22,7 @@ export const target = (): 'embedded' | 'distributed' =>
 
 /** An embedded service on a fresh data folder, for `app.inject`; or the distributed deployment. */
 export async function startService(
-  opts: { bodyLimit?: number; maxDepth?: number; bulkThreads?: number; bulkThreadMinBytes?: number } = {},
+  opts: { bodyLimit?: number; maxDepth?: number; bulkThreads?: number; bulkThreadMinBytes?: number; connections?: Partial<ConnectionLimits> } = {},
 ): Promise<TestService> {
   if (target() === 'distributed') {
     const { startDistributedService } = await import('../../../test/distributed/inject.js');
@@ -36,6 +36,7 @@ export async function startService(
       maxDepth: opts.maxDepth ?? 64,
       bulkThreads: opts.bulkThreads,
       bulkThreadMinBytes: opts.bulkThreadMinBytes,
+      connections: opts.connections,
     },
     parseTokens(TOKENS),
     createLogger('silent'),
