@@ -6,11 +6,18 @@
  * item, no parsed documents. A telemetry document whose own bytes can be stored as they are
  * (item-bytes.ts) is answered as its span in the body, which comes back with the answer, instead
  * of being encoded again as text.
+ *
+ * What a body costs is bounded by its size and by the limit on documents, not by what it holds:
+ * the documents are counted in the body's bytes before anything is parsed (item-bytes.ts), and a
+ * body of more than `maxItems` is refused then, so at most `maxItems` documents are ever parsed;
+ * NDJSON lines are taken one at a time, never split into an array of lines. A rejected document
+ * keeps at most `ITEM_ERRORS` error items.
  */
+import { isUtf8 } from 'node:buffer';
 import type { KindSegment, OtmError } from '@otm/model';
-import { OtmServiceError, exceedsDepthOf, invalidDocument, lifecycleRank, membersWithin, modifiedOf, parseJsonText, tooDeep, type ErrorCode, type ErrorItem } from '@otm/core';
+import { OtmServiceError, invalidDocument, lifecycleRank, membersWithin, modifiedOf, parseJsonText, tooDeep, type ErrorCode, type ErrorItem } from '@otm/core';
 import { checkDocument, isPlainTelemetry, telemetryKey } from './check.js';
-import { arraySpans, lineSpan, type ScannedValue } from './item-bytes.js';
+import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, textStart, type ScannedValue } from './item-bytes.js';
 
 export type BulkFormat = 'json' | 'ndjson';
 
@@ -74,15 +81,49 @@ export const refusal = (r: RefusedBulk): OtmServiceError => new OtmServiceError(
 type Item = { readonly doc: unknown } | { readonly error: OtmError };
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** For the lines of a body already known to be UTF-8; a byte order mark is kept (and is not JSON) but at the body's start. */
+const lineText = new TextDecoder('utf-8', { ignoreBOM: true });
+
+const NOT_UTF8: OtmError = { type: 'invalidJson', message: 'the body is not valid UTF-8' };
 
 function textOf(body: Uint8Array | string): string {
   if (typeof body === 'string') return body;
   try {
     return utf8.decode(body);
   } catch {
-    throw invalidDocument([{ type: 'invalidJson', message: 'the body is not valid UTF-8' }]);
+    throw invalidDocument([NOT_UTF8]);
   }
 }
+
+/** At most this many error items are kept for one document of a bulk body (the last then says how many were left out). */
+export const ITEM_ERRORS = 10;
+
+const MORE_RE = /^(\d+) more problems not listed/;
+
+/**
+ * The error items of one rejected document, at most `ITEM_ERRORS` of them: the first ones, and an
+ * item that says how many more there were (counting those the model itself left out).
+ */
+export function cappedErrors(errors: OtmError[]): OtmError[] {
+  if (errors.length <= ITEM_ERRORS) return errors;
+  const last = errors[errors.length - 1]!;
+  const unlisted = last.type === 'invalidField' && last.field === '$' ? MORE_RE.exec(last.message) : null;
+  const more = unlisted === null ? errors.length - (ITEM_ERRORS - 1) : errors.length - ITEM_ERRORS + Number(unlisted[1]);
+  return [
+    ...errors.slice(0, ITEM_ERRORS - 1),
+    { type: 'invalidField', field: '$', message: `${more} more problems not listed (at most ${ITEM_ERRORS} items are reported for one document of a bulk request)` },
+  ];
+}
+
+/** The 413 of a body that holds more than `max` documents. */
+const tooMany = (max: number): OtmServiceError =>
+  new OtmServiceError('payloadTooLarge', 413, 'too many documents', {
+    items: [{ type: 'payloadTooLarge', message: `a bulk request holds at most ${max} documents; this one holds more` }],
+  });
+
+const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+const EMPTY: OtmError = { type: 'invalidJson', message: 'the request body is empty; a JSON document is expected' };
+const NOT_AN_ARRAY: OtmError = { type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' };
 
 /**
  * The documents of a body, each with its member count (from the depth check's walk), and where each
@@ -99,15 +140,24 @@ interface Items {
   readonly members?: Uint32Array;
 }
 
+/**
+ * The documents of a body. Throws the refusal of the whole body: not UTF-8, not an array, more
+ * than `maxItems` documents (counted before anything is parsed), an array document nested too deep.
+ */
 function itemsOf(task: BulkCheckTask): Items {
-  const text = textOf(task.body);
+  // The bytes the documents are counted (and NDJSON lines found) in; their spans are kept only
+  // when the body came as bytes.
+  const scanned = typeof task.body === 'string' ? Buffer.from(task.body) : task.body;
   const bytes = typeof task.body === 'string' ? undefined : task.body;
   if (task.format === 'json') {
-    const body = parseJsonText(text);
-    if (!Array.isArray(body)) {
-      if (exceedsDepthOf(body, task.maxDepth)) throw invalidDocument([tooDeep(task.maxDepth)]);
-      throw invalidDocument([{ type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' }]);
-    }
+    const count = countArrayItems(scanned, task.maxItems);
+    if (count > task.maxItems) throw tooMany(task.maxItems);
+    // Not an array: refused as it is, not parsed.
+    if (count < 0) throw invalidDocument([scanned.subarray(textStart(scanned)).every(isJsonSpace) ? EMPTY : NOT_AN_ARRAY]);
+    const body = parseJsonText(textOf(task.body));
+    if (!Array.isArray(body)) throw invalidDocument([NOT_AN_ARRAY]);
+    // Counted in the bytes: the parsed array agrees, but the limit must hold whatever they said.
+    if (body.length > task.maxItems) throw tooMany(task.maxItems);
     // The array is the first level: each document may nest one level less.
     const parsedMembers = new Uint32Array(body.length);
     for (let k = 0; k < body.length; k++) {
@@ -119,42 +169,39 @@ function itemsOf(task: BulkCheckTask): Items {
     const found = bytes === undefined ? undefined : arraySpans(bytes, items.length);
     return found === undefined ? { items, parsedMembers } : { items, parsedMembers, bytes, ...found };
   }
+  const count = countLines(scanned, task.maxItems);
+  if (count > task.maxItems) throw tooMany(task.maxItems);
+  if (bytes !== undefined && !isUtf8(bytes)) throw invalidDocument([NOT_UTF8]);
   const items: Item[] = [];
-  const lines = text.split('\n');
-  const parsedMembers = new Uint32Array(lines.length);
-  // Byte spans of the lines: a newline byte is a newline character (UTF-8 never uses 0x0a otherwise).
-  const spans = new Uint32Array(2 * lines.length);
-  const plain = new Uint8Array(lines.length);
-  const members = new Uint32Array(lines.length);
+  const parsedMembers = new Uint32Array(count);
+  const spans = new Uint32Array(2 * count);
+  const plain = new Uint8Array(count);
+  const members = new Uint32Array(count);
   const v: ScannedValue = { end: 0, plain: false, members: 0 };
-  let lineStart = 0;
-  for (const line of lines) {
-    const newline = bytes === undefined ? -1 : bytes.indexOf(0x0a, lineStart);
-    const lineEnd = newline === -1 ? (bytes?.length ?? 0) : newline;
-    const from = lineStart;
-    lineStart = lineEnd + 1;
-    if (line.trim() === '') continue;
+  // Each line is decoded from its own bytes (a newline byte is a newline character: UTF-8 never
+  // uses 0x0a otherwise), so that no line but those parsed is ever made a string.
+  forEachLine(scanned, (from, lineEnd) => {
     try {
-      const doc: unknown = JSON.parse(line);
+      const doc: unknown = JSON.parse(lineText.decode(scanned.subarray(from, lineEnd)));
       const m = membersWithin(doc, task.maxDepth);
       if (m < 0) {
         items.push({ error: tooDeep(task.maxDepth) });
-        continue;
+        return;
       }
       const k = items.length;
       items.push({ doc });
       parsedMembers[k] = m;
       if (bytes !== undefined) {
-        const { start, v: scanned } = lineSpan(bytes, from, lineEnd, v);
+        const { start, v: scannedLine } = lineSpan(bytes, from, lineEnd, v);
         spans[2 * k] = start;
-        spans[2 * k + 1] = scanned.end;
-        plain[k] = scanned.plain ? 1 : 0;
-        members[k] = scanned.members;
+        spans[2 * k + 1] = scannedLine.end;
+        plain[k] = scannedLine.plain ? 1 : 0;
+        members[k] = scannedLine.members;
       }
     } catch (e) {
       items.push({ error: { type: 'invalidJson', message: `the line is not valid JSON: ${(e as Error).message}` } });
     }
-  }
+  });
   return bytes === undefined ? { items, parsedMembers } : { items, parsedMembers, bytes, spans, plain, members };
 }
 
@@ -177,13 +224,6 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
   }
   const { items } = found;
   const count = items.length;
-  if (count > task.maxItems) {
-    return refused(
-      new OtmServiceError('payloadTooLarge', 413, 'too many documents', {
-        items: [{ type: 'payloadTooLarge', message: `a bulk request holds at most ${task.maxItems} documents, got ${count}` }],
-      }),
-    );
-  }
   const outcome = new Uint8Array(count);
   const ranks = new Uint8Array(count);
   const modified = new Float64Array(count);
@@ -222,7 +262,7 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
         outcome[i] = OUTCOME.other;
       }
     } catch (e) {
-      if (e instanceof OtmServiceError && e.status === 400) rejected.push([i, e.items as OtmError[]]);
+      if (e instanceof OtmServiceError && e.status === 400) rejected.push([i, cappedErrors(e.items as OtmError[])]);
       else throw e;
     }
   }

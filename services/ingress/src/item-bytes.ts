@@ -1,6 +1,7 @@
 /**
- * Where each document of a bulk body lies in its bytes, and whether those bytes (or a single PUT's
- * body) can be stored as they are instead of the document being encoded again with `JSON.stringify`.
+ * How many documents a bulk body holds and where each lies in its bytes, and whether those bytes
+ * (or a single PUT's body) can be stored as they are instead of the document being encoded again
+ * with `JSON.stringify`.
  *
  * A document's bytes are kept when they are plain JSON that every reader parses to the value that
  * was checked: compact (no whitespace between tokens), no member name that starts with a digit
@@ -13,6 +14,13 @@
  * The scanner reads bytes that have been parsed as JSON already (the whole body, or the line), so
  * it follows the structure without checking it again. Bytes >= 0x80 occur only inside strings in
  * valid JSON, and never equal `"` or `\`: scanning bytes rather than characters is safe.
+ *
+ * Counting the documents of a bulk body (`countArrayItems`, `countLines`) is the exception: it
+ * runs before anything is parsed, so that a body of more documents than allowed is refused without
+ * being parsed into millions of values. It trusts nothing in the bytes: every loop is bounded by
+ * their end, it allocates nothing, and it stops as soon as the count passes the limit. On bytes
+ * that are not what they claim to be its count may be anything: such a body is refused, on its
+ * count or by the parser.
  */
 
 import { membersWithin } from '@otm/core';
@@ -205,4 +213,100 @@ export function plainBodyText(bytes: Uint8Array, text: string, doc: unknown): st
   if (!v.plain || v.members !== membersWithin(doc, Infinity)) return undefined;
   if (start === 0 && v.end === bytes.length) return text;
   return Buffer.from(bytes.buffer, bytes.byteOffset + start, v.end - start).toString('utf8');
+}
+
+/** Where the JSON whitespace at b[i..] ends (at most at b's end). */
+function skipSpace(b: Uint8Array, i: number): number {
+  const n = b.length;
+  while (i < n && isSpace(b[i]!)) i++;
+  return i;
+}
+
+/**
+ * Where a body's text starts: after the UTF-8 byte order mark, when it has one (the decoder drops
+ * it from the body's text, and so do the counts below).
+ */
+export const textStart = (b: Uint8Array): number => (b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0);
+
+/**
+ * The values at the top level of a JSON array body, counted in its bytes up to `max + 1` (counting
+ * stops there); -1 when the body is not an array (its first byte other than whitespace is not
+ * `[`, or it has none). Strings are skipped with their escapes; brackets and braces are followed,
+ * so that only the commas of the array itself separate documents.
+ */
+export function countArrayItems(b: Uint8Array, max: number): number {
+  const n = b.length;
+  let i = skipSpace(b, textStart(b));
+  if (b[i] !== OPEN_ARRAY) return -1;
+  i++;
+  let depth = 1;
+  let count = 0;
+  /** At the top level, the next value starts a document: after `[` and after each of its commas. */
+  let valueNext = true;
+  while (i < n) {
+    const c = b[i]!;
+    if (depth === 1) {
+      if (c === COMMA) {
+        valueNext = true;
+        i++;
+        continue;
+      }
+      if (c === CLOSE_ARRAY) return count;
+      if (isSpace(c)) {
+        i++;
+        continue;
+      }
+      if (valueNext) {
+        valueNext = false;
+        if (++count > max) return count;
+      }
+    }
+    if (c === QUOTE) {
+      i++;
+      while (i < n) {
+        const d = b[i]!;
+        if (d === QUOTE) break;
+        i += d === BACKSLASH ? 2 : 1;
+      }
+    } else if (c === OPEN_ARRAY || c === OPEN_OBJECT) depth++;
+    else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) {
+      // A closing bracket at the top level is the array's own (above): this one is not JSON.
+      if (--depth < 1) return count;
+    }
+    i++;
+  }
+  return count;
+}
+
+/** Whether a byte is whitespace inside an NDJSON line (space, tab, CR); a line of nothing else is blank. */
+const isLineSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0d;
+
+/**
+ * Calls `each(start, end)` with the byte span of every line of an NDJSON body that is not blank
+ * (holds more than spaces, tabs and CRs), in order, the newline left out (and the byte order mark
+ * of the first line); stops when `each` returns false. The body is never split: a body of millions of blank lines costs no memory.
+ */
+export function forEachLine(b: Uint8Array, each: (start: number, end: number) => boolean | void): void {
+  const n = b.length;
+  let i = textStart(b);
+  while (i < n) {
+    const start = i;
+    while (i < n && isLineSpace(b[i]!)) i++;
+    if (i === n) return;
+    if (b[i] === 0x0a) {
+      i++;
+      continue;
+    }
+    const newline = b.indexOf(0x0a, i);
+    const end = newline === -1 ? n : newline;
+    if (each(start, end) === false) return;
+    i = end + 1;
+  }
+}
+
+/** The lines of an NDJSON body that are not blank (see `forEachLine`), counted up to `max + 1`. */
+export function countLines(b: Uint8Array, max: number): number {
+  let count = 0;
+  forEachLine(b, () => ++count <= max);
+  return count;
 }

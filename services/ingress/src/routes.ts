@@ -1,7 +1,15 @@
-import type { FastifyInstance } from 'fastify';
-import { invalidDocument, jsonOf } from '@otm/core';
-import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
-import { refusal, type BulkFormat } from './bulk-check.js';
+/**
+ * The ingress's HTTP routes: the model's PUT and DELETE, and the bulk extension. What a bulk
+ * request may cost is set by its limits, not by what it holds: its body is read up to the bulk
+ * limit both as sent and decompressed, its documents are counted before any is parsed
+ * (bulk-check.ts), and its answer is bounded (`bulkAnswer`).
+ */
+import zlib from 'node:zlib';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { OtmError } from '@otm/model';
+import { OtmServiceError, invalidDocument, jsonOf } from '@otm/core';
+import { JSON_TYPE, clip, jsonMediaType, kindParam, onlyQuery, uuidParam } from '@otm/http';
+import { cappedErrors, refusal, type BulkFormat } from './bulk-check.js';
 import type { BulkChecker } from './bulk-checker.js';
 import type { BulkResult, Ingress } from './ingress.js';
 
@@ -20,19 +28,106 @@ interface RawBulkBody {
   readonly body: Buffer;
 }
 
+/** Error items one bulk answer lists in all, at most; and the most bytes they take. */
+const ANSWER_ERRORS = 1_000;
+const ANSWER_ERROR_BYTES = 262_144;
+
+/** What a rejected item gets once the answer's error items are used up: the first such item, and the others. */
+const UNLISTED_FIRST = JSON.stringify([
+  {
+    type: 'invalidField',
+    field: '$',
+    message: `problems not listed: an answer lists those of its first rejected documents only (at most ${ANSWER_ERRORS} error items, ${ANSWER_ERROR_BYTES} bytes)`,
+  },
+] satisfies OtmError[]);
+const UNLISTED = JSON.stringify([{ type: 'invalidField', field: '$', message: 'problems not listed' }] satisfies OtmError[]);
+
 /**
  * The answer to a bulk request as JSON text: `{"accepted":N,"rejected":M,"items":[…]}` with, per
  * item in order, `{"index":i,"id":…}` or `{"index":i,"errors":[…]}`. Written directly rather than
  * as an object an item for the serializer: a request holds thousands of items.
+ *
+ * Its size is bounded whatever the items hold, so that a body of invalid documents cannot make an
+ * answer many times its own size: a rejected item lists at most `ITEM_ERRORS` error items
+ * (bulk-check.ts), and the answer lists the error items of its first rejected items only, at most
+ * `ANSWER_ERRORS` of them and `ANSWER_ERROR_BYTES` bytes in all; every later rejected item gets
+ * one short item saying its problems are not listed (`UNLISTED`). Every item then takes under 100
+ * bytes beside its id (never longer than in the body) and the listed error items: an answer is at
+ * most its request body, plus 100 bytes a document, plus `ANSWER_ERROR_BYTES`, plus a few hundred
+ * bytes; a bound that the limit on documents fixes, whatever the documents hold.
  */
 export function bulkAnswer({ count, ids, errors }: BulkResult): string {
   const items: string[] = new Array<string>(count);
+  let listed = 0;
+  let listedBytes = 0;
+  let listing = true;
+  let unlisted = 0;
   for (let i = 0; i < count; i++) {
     const e = errors.get(i);
-    items[i] = e === undefined ? `{"index":${i},"id":${JSON.stringify(ids[i])}}` : `{"index":${i},"errors":${JSON.stringify(e)}}`;
+    if (e === undefined) {
+      items[i] = `{"index":${i},"id":${JSON.stringify(ids[i])}}`;
+      continue;
+    }
+    let text: string | undefined;
+    if (listing) {
+      const capped = cappedErrors(e);
+      text = JSON.stringify(capped);
+      const bytes = Buffer.byteLength(text);
+      if (listed + capped.length <= ANSWER_ERRORS && listedBytes + bytes <= ANSWER_ERROR_BYTES) {
+        listed += capped.length;
+        listedBytes += bytes;
+      } else {
+        listing = false;
+        text = undefined;
+      }
+    }
+    items[i] = `{"index":${i},"errors":${text ?? (unlisted++ === 0 ? UNLISTED_FIRST : UNLISTED)}}`;
   }
   return `{"accepted":${count - errors.size},"rejected":${errors.size},"items":[${items.join(',')}]}`;
 }
+
+/** What a bulk request's headers say its body is. */
+interface BulkContent {
+  readonly format: BulkFormat;
+  readonly gzip: boolean;
+}
+
+const unsupported = (message: string, headers?: Record<string, string>): OtmServiceError =>
+  new OtmServiceError('unsupportedMediaType', 415, message, { items: [{ type: 'unsupportedMediaType', message }], headers });
+
+/**
+ * The format and coding of a bulk body from its Content-Type and Content-Encoding, or the 415
+ * that refuses them: JSON (`application/json`, `application/*+json`) or NDJSON
+ * (`application/x-ndjson`, `application/ndjson`), in UTF-8 (a `charset` parameter must say so, in
+ * any case, quoted or not: `jsonMediaType` of @otm/http); sent as it is (no Content-Encoding, or
+ * `identity`) or compressed with `gzip`. Undefined when there is no Content-Type (then there must
+ * be no body).
+ */
+export function bulkContent(contentType: string | undefined, contentEncoding: string | undefined): BulkContent | OtmServiceError | undefined {
+  // As the HTTP app reads the header: a list, `identity` changing nothing.
+  const codings = (contentEncoding ?? '')
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+  if (codings.length > 1 || (codings.length === 1 && codings[0] !== 'gzip')) {
+    return unsupported(`a bulk body is sent as it is or compressed with gzip (Content-Encoding: gzip), got Content-Encoding '${clip(contentEncoding!)}'`, {
+      'accept-encoding': 'gzip',
+    });
+  }
+  if (contentType === undefined) return undefined;
+  const kind = jsonMediaType(contentType);
+  if (kind === 'unsupported-charset') return unsupported(`a bulk body is UTF-8 (charset=utf-8, or no charset), got '${clip(contentType)}'`);
+  if (kind === undefined) {
+    return unsupported(`a bulk body is a JSON array (Content-Type: application/json) or NDJSON (application/x-ndjson), got '${clip(contentType)}'`);
+  }
+  return { format: kind, gzip: codings.length === 1 };
+}
+
+/** The 413 of a body over the bulk limit (as sent, or decompressed). */
+const tooLarge = (limit: number, decompressed = false): OtmServiceError => {
+  const message = `the body${decompressed ? ', decompressed,' : ''} is larger than the bulk limit of ${limit} bytes`;
+  return new OtmServiceError('payloadTooLarge', 413, message, { items: [{ type: 'payloadTooLarge', message }] });
+};
 
 interface KindParams {
   kind: string;
@@ -46,18 +141,49 @@ interface EntityParams extends KindParams {
  * `POST /api/v5/bulk/<kind>[?atomic=true]`.
  */
 export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, opts: IngressRouteOptions): void {
-  // The bulk route in a scope of its own, whose content-type parsers keep the body as bytes: the
-  // BulkChecker parses it, on a worker thread when it is large.
+  // The bulk route in a scope of its own, whose one content-type parser keeps the body as bytes
+  // (decompressed when it came gzip-compressed): the BulkChecker parses it, on a worker thread
+  // when it is large. Its content type and coding are checked when the request comes in, before
+  // its body is read. The bulk limit bounds the body as sent (fastify stops reading past it, its
+  // 413 mapped below to one that names the bulk limit) and the body decompressed: inflating stops
+  // as soon as the output passes the limit (zlib's `maxOutputLength`), so a compression bomb is
+  // never inflated to its end.
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
-    const raw = (format: BulkFormat) => (_req: unknown, body: Buffer, done: (err: Error | null, body?: RawBulkBody) => void) =>
-      done(null, { format, body });
-    scope.addContentTypeParser(/^application\/([a-z0-9.-]+\+)?json$/i, { parseAs: 'buffer' }, raw('json'));
-    scope.addContentTypeParser(/^application\/(x-)?ndjson$/i, { parseAs: 'buffer' }, raw('ndjson'));
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
+      const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
+      if (content === undefined || content instanceof OtmServiceError) return done(content ?? unsupported('a bulk body needs a Content-Type'), undefined);
+      if (!content.gzip) return done(null, { format: content.format, body: body as Buffer });
+      zlib.gunzip(body as Buffer, { maxOutputLength: opts.bulkLimit }, (err, inflated) => {
+        if (err === null) return done(null, { format: content.format, body: inflated });
+        if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return done(tooLarge(opts.bulkLimit, true), undefined);
+        done(invalidDocument([{ type: 'invalidJson', message: `the body is not valid gzip: ${err.message}` }]), undefined);
+      });
+    });
+    // Fastify's own 413 names no limit; the HTTP app's names the single-PUT one. Any other error
+    // goes on to the HTTP app's handler.
+    scope.setErrorHandler((err: FastifyError, _req, _reply) => {
+      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') throw tooLarge(opts.bulkLimit);
+      throw err;
+    });
+
+    // Refuses a content type or coding the route does not take, before the body is read (the
+    // HTTP app has authenticated the request by then).
+    const checkContent = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+      const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
+      if (content instanceof OtmServiceError) return done(content);
+      // No Content-Type: fine when there is no body (then it is empty, and refused as such).
+      const length = req.headers['content-length'];
+      if (content === undefined && (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))) {
+        return done(unsupported('a bulk body needs a Content-Type: application/json or application/x-ndjson'));
+      }
+      done();
+    };
 
     scope.post<{ Params: KindParams; Body: RawBulkBody | undefined }>(
       '/api/v5/bulk/:kind',
-      { config: { scope: 'write' }, bodyLimit: opts.bulkLimit },
+      // `contentEncodings`: the HTTP app lets gzip through to this route (and refuses other codings).
+      { config: { scope: 'write', contentEncodings: ['gzip'] }, bodyLimit: opts.bulkLimit, onRequest: checkContent },
       async (req, reply) => {
         const kind = kindParam(req.params.kind, req.url, req.method);
         const q = onlyQuery(req.query, ['atomic']);

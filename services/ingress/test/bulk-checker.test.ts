@@ -3,9 +3,10 @@
  * event loop; a body that owns its memory is moved to the thread, one that shares it is copied.
  * The thread runs the compiled module: `npm test` builds before it runs the tests.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { registry } from '@otm/core';
 import { BulkChecker, OUTCOME, checkBulk, type BulkCheckTask, type CheckedBulk } from '../src/index.js';
+import { ITEM_ERRORS, cappedErrors } from '../src/bulk-check.js';
 
 const location = (i: number, extra: Record<string, unknown> = {}) => ({
   eventType: 'locationUpdateEvent',
@@ -68,6 +69,45 @@ describe('checkBulk', () => {
   it('refuses a body that is not an array, and too many documents, with the error to answer', () => {
     expect(checkBulk(task('{}'))).toMatchObject({ ok: false, status: 400, code: 'invalidDocument', items: [{ type: 'invalidJson' }] });
     expect(checkBulk(task('[{},{},{}]', { maxItems: 2 }))).toMatchObject({ ok: false, status: 413, items: [{ type: 'payloadTooLarge' }] });
+  });
+
+  it('refuses too many documents before parsing any: an array, or NDJSON lines (blank ones not counted)', () => {
+    const parse = vi.spyOn(JSON, 'parse');
+    try {
+      const tooMany = { ok: false, status: 413, items: [{ type: 'payloadTooLarge', message: expect.stringContaining('at most 10 documents') }] };
+      expect(checkBulk(task(Buffer.from(`[${'{"a":1},'.repeat(10)}{"a":1}]`), { maxItems: 10 }))).toMatchObject(tooMany);
+      expect(checkBulk(task(Buffer.from('{"a":1}\n'.repeat(11)), { format: 'ndjson', maxItems: 10 }))).toMatchObject(tooMany);
+      expect(parse).not.toHaveBeenCalled();
+    } finally {
+      parse.mockRestore();
+    }
+    const lines = Buffer.from(`${items.map((d) => `${JSON.stringify(d)}\n \r\n`).join('\n')}\n\n`);
+    expect(checkBulk(task(lines, { format: 'ndjson', maxItems: 4 }))).toMatchObject({ ok: true, count: 4 });
+    expect(checkBulk(task(lines, { format: 'ndjson', maxItems: 3 }))).toMatchObject({ ok: false, status: 413 });
+  });
+
+  it('takes NDJSON line by line: a byte order mark at its start dropped, a body not UTF-8 refused', () => {
+    const [a, b] = [JSON.stringify(items[0]), JSON.stringify({ ...items[0], id: '6b000000-0000-4000-8000-000000000005' })];
+    const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`${a}\n${b}`)]);
+    const r = checkBulk(task(withBom, { format: 'ndjson' })) as CheckedBulk;
+    expect([...r.outcome]).toEqual([OUTCOME.telemetry, OUTCOME.telemetry]);
+    expect(Buffer.from(r.body!).subarray(r.spans[0], r.spans[1]).toString()).toBe(a);
+    const notUtf8 = Buffer.concat([Buffer.from(`${a}\n{"x":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}\n')]);
+    expect(checkBulk(task(notUtf8, { format: 'ndjson' }))).toMatchObject({ ok: false, status: 400, items: [{ type: 'invalidJson', message: expect.stringContaining('UTF-8') }] });
+  });
+
+  it('keeps at most ITEM_ERRORS error items of a rejected document, the last saying how many more there were', () => {
+    const doc: Record<string, unknown> = { ...items[0] };
+    for (let i = 0; i < 30; i++) doc[`unknown${i}`] = i;
+    const r = checkBulk(task(JSON.stringify([doc]))) as CheckedBulk;
+    const errors = r.rejected[0]![1];
+    expect(errors).toHaveLength(ITEM_ERRORS);
+    expect(errors[ITEM_ERRORS - 1]).toEqual({ type: 'invalidField', field: '$', message: expect.stringMatching(/^21 more problems not listed/) });
+    // The model's own last item, when it left some out, is counted in.
+    const many = Array.from({ length: 99 }, (_, i) => ({ type: 'invalidField' as const, field: `f${i}`, message: 'bad' }));
+    const fromModel = [...many, { type: 'invalidField' as const, field: '$', message: '50 more problems not listed (at most 100 items are reported)' }];
+    expect(cappedErrors(fromModel).at(-1)!.message).toMatch(/^140 more problems not listed/);
+    expect(cappedErrors(many.slice(0, ITEM_ERRORS))).toHaveLength(ITEM_ERRORS);
   });
 });
 

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { membersWithin } from '@otm/core';
-import { arraySpans, lineSpan, plainBodyText, scanValue, type ScannedValue } from '../src/item-bytes.js';
+import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, plainBodyText, scanValue, type ScannedValue } from '../src/item-bytes.js';
 
 const countMembers = (v: unknown) => membersWithin(v, Infinity);
 
@@ -187,5 +187,73 @@ describe('lineSpan, plainBodyText and member counts', () => {
     const text = '{"a":1,"b":{"c":2,"c":3},"a":4}';
     expect(scan(text).members).toBe(5);
     expect(countMembers(JSON.parse(text))).toBe(3);
+  });
+});
+
+describe('countArrayItems and countLines: documents counted before anything is parsed', () => {
+  /** The bytes of `text`, recording the furthest index read (the counters read nothing but indexes and length). */
+  const watched = (text: string) => {
+    const b = bytes(text);
+    const seen = { furthest: -1 };
+    const proxy = new Proxy(b, {
+      get(target, key) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) seen.furthest = Math.max(seen.furthest, Number(key));
+        return Reflect.get(target, key);
+      },
+    });
+    return { b: proxy as Uint8Array, seen };
+  };
+
+  it('counts the values at the top level of an array, as JSON.parse finds them', () => {
+    for (const text of [
+      '[]',
+      ' [ ] ',
+      '[1]',
+      '[ 1 , "a,b" , {"x":[1,2],"y":{"z":","}} , [[],[",]"]] , null , true , false , -1.5e3 ]',
+      String.raw`["\\", "\\\"],[", "\u005d,", {"\"":","}]`,
+      '\n\t[\r\n{"a":1}\n,\n{"b":2}\n]\n',
+      JSON.stringify(Array.from({ length: 300 }, (_, i) => ({ i, s: `"[{,}]"\\${String.fromCharCode(i)}`, l: [i, [i], { i }] }))),
+    ]) {
+      expect(countArrayItems(bytes(text), 1_000), text).toBe((JSON.parse(text) as unknown[]).length);
+    }
+    // After a UTF-8 byte order mark too.
+    expect(countArrayItems(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), bytes('[1,2]')]), 10)).toBe(2);
+  });
+
+  it('answers -1 for a body that is not an array, without looking further than its first value', () => {
+    for (const text of ['', '   ', '{"a":[1,2,3]}', 'null', '"[1,2]"', '17', 'x[1]']) expect(countArrayItems(bytes(text), 10), text).toBe(-1);
+  });
+
+  it('stops as soon as the count passes the limit, reading nothing after the first document too many', () => {
+    const head = `[${'{"a":[1,2]},'.repeat(10)}0`;
+    const { b, seen } = watched(`${head},${'0,'.repeat(100_000)}0]`);
+    expect(countArrayItems(b, 10)).toBe(11);
+    expect(seen.furthest).toBe(head.length - 1);
+    expect(countArrayItems(bytes(`${head}]`), 11)).toBe(11);
+  });
+
+  it('never runs past the end of bytes that are not JSON', () => {
+    for (const text of ['[', '["abc', '["a\\', '[{"a":[', '[1,2,', '[}]', '[1]]]', '[,,,,]']) {
+      const { b, seen } = watched(text);
+      countArrayItems(b, 10);
+      expect(seen.furthest, text).toBeLessThan(text.length);
+    }
+  });
+
+  it('counts NDJSON lines that hold more than spaces, tabs and CRs, and stops past the limit', () => {
+    expect(countLines(bytes(''), 10)).toBe(0);
+    expect(countLines(bytes('\n\n \t\r\n\r\n'), 10)).toBe(0);
+    expect(countLines(bytes('{"a":1}'), 10)).toBe(1);
+    expect(countLines(bytes('{"a":1}\r\n\n  \n{"b":2}\n x \n'), 10)).toBe(3);
+    expect(countLines(bytes('0\n'.repeat(1_000)), 10)).toBe(11);
+    const spans: string[] = [];
+    const body = bytes('\ufeff{"a":1}\r\n \n\t{"b":"é"}  \nlast');
+    forEachLine(body, (start, end) => {
+      spans.push(body.subarray(start, end).toString());
+    });
+    expect(spans).toEqual(['{"a":1}\r', '\t{"b":"é"}  ', 'last']);
+    let calls = 0;
+    forEachLine(bytes('1\n2\n3\n4\n'), () => ++calls < 2);
+    expect(calls).toBe(2);
   });
 });
