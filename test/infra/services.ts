@@ -1,5 +1,5 @@
 /**
- * Real Kafka, ClickHouse and Redis for integration tests, started on loopback by the tests
+ * Real Kafka, ClickHouse, Redis and nginx for integration tests, started on loopback by the tests
  * themselves (no Docker). See test/infra/README.md for the packages, env vars and quirks.
  *
  *   Kafka:      librdkafka's mock cluster, via the small C program kafka-mock.c (compiled once
@@ -7,6 +7,8 @@
  *   ClickHouse: Debian's clickhouse-server 18.16 with a private config, data folder and ports;
  *               or the server named by CLICKHOUSE_URL.
  *   Redis:      REDIS_URL; else the Redis on 127.0.0.1:6379; else a private redis-server.
+ *   nginx:      Debian's nginx with a private prefix folder (conf, pid, logs, temp files) and
+ *               the http-level configuration the test gives (e.g. deploy/nginx/otm.conf).
  *
  * Every process started here binds to 127.0.0.1 only and is killed when the Node process exits
  * (and, through PR_SET_PDEATHSIG, when it dies without running its exit handlers).
@@ -19,7 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export type ServiceName = 'kafka' | 'clickhouse' | 'redis';
+export type ServiceName = 'kafka' | 'clickhouse' | 'redis' | 'nginx';
 
 export interface KafkaService {
   /** Bootstrap servers, `127.0.0.1:port` each (one per mock broker). */
@@ -45,6 +47,21 @@ export interface UrlService {
   readonly external: boolean;
   /** The server's process id when we started it (for CPU figures of the diagnostics). */
   readonly pid?: number;
+  stop(): Promise<void>;
+}
+
+export interface NginxService {
+  /** `http://127.0.0.1:port`, where nginx listens. */
+  readonly url: string;
+  /** The `listen` address given to the configuration, `127.0.0.1:port`. */
+  readonly listen: string;
+  /** The nginx process (one process: no master with workers). */
+  readonly pid: number;
+  /** The prefix folder: nginx.conf, the test's http.conf, error.log, access.log, temp folders. */
+  readonly prefix: string;
+  /** What nginx wrote to its error log so far (for assertions and failure messages). */
+  errorLog(): string;
+  /** SIGTERM (nginx's fast shutdown), wait, SIGKILL after 5 s; removes the prefix folder. Idempotent. */
   stop(): Promise<void>;
 }
 
@@ -105,11 +122,14 @@ const REQUIREMENTS: Record<ServiceName, Requirement[]> = {
     },
   ],
   redis: [{ what: 'redis-server', packages: ['redis-server'], present: () => findExecutable('redis-server') !== undefined }],
+  nginx: [{ what: 'nginx', packages: ['nginx'], present: () => findExecutable('nginx') !== undefined }],
 };
+
+const ALL_SERVICES: readonly ServiceName[] = ['kafka', 'clickhouse', 'redis', 'nginx'];
 
 /** Missing software for the given services, as `{ what, packages }`. Honours CLICKHOUSE_URL and
  * REDIS_URL (then nothing local is needed for that service). */
-export function missingSoftware(services: readonly ServiceName[] = ['kafka', 'clickhouse', 'redis']): Requirement[] {
+export function missingSoftware(services: readonly ServiceName[] = ALL_SERVICES): Requirement[] {
   const missing: Requirement[] = [];
   for (const s of services) {
     if (s === 'clickhouse' && process.env.CLICKHOUSE_URL) continue;
@@ -121,12 +141,12 @@ export function missingSoftware(services: readonly ServiceName[] = ['kafka', 'cl
 
 /**
  * Throws an Error naming the Debian packages to install when software needed to start the given
- * services (default: all three) is missing, e.g.
+ * services (default: all of them) is missing, e.g.
  * "clickhouse-server is not installed: apt-get install -y clickhouse-server clickhouse-client".
  * Redis: redis-server is only needed when REDIS_URL is unset and nothing answers on 6379, so
  * startRedis() checks that itself; here it is required like the others (CI installs it).
  */
-export function requireServices(services: readonly ServiceName[] = ['kafka', 'clickhouse', 'redis']): void {
+export function requireServices(services: readonly ServiceName[] = ALL_SERVICES): void {
   const missing = missingSoftware(services);
   if (missing.length === 0) return;
   const lines = missing.map((m) => `${m.what} is not installed: apt-get install -y ${m.packages.join(' ')}`);
@@ -153,8 +173,8 @@ export function integrationEnabled(suite?: string): boolean {
     const missing = missingSoftware();
     const bar = '!'.repeat(78);
     process.stderr.write(
-      `\n${bar}\n!! OTM_SKIP_INTEGRATION=1: integration tests against REAL Kafka, ClickHouse and Redis are SKIPPED.\n` +
-        `!! Nothing about the Kafka/ClickHouse/Redis adapters is proven by this run.\n` +
+      `\n${bar}\n!! OTM_SKIP_INTEGRATION=1: integration tests against REAL Kafka, ClickHouse, Redis and nginx are SKIPPED.\n` +
+        `!! Nothing about the Kafka/ClickHouse/Redis adapters or the nginx proxy is proven by this run.\n` +
         (missing.length > 0
           ? `!! Missing here: ${missing.map((m) => m.what).join(', ')} (apt-get install -y ${[...new Set(missing.flatMap((m) => m.packages))].join(' ')})\n`
           : '') +
@@ -272,7 +292,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-const SCRATCH_PREFIXES = ['otm-clickhouse-', 'otm-redis-'];
+const SCRATCH_PREFIXES = ['otm-clickhouse-', 'otm-redis-', 'otm-nginx-'];
 const OWNER_FILE = 'otm-owner.json';
 let swept = false;
 
@@ -771,4 +791,118 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<RedisSer
       current = await launch(port);
     },
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// nginx (Debian)
+
+/**
+ * The main configuration around the test's http-level text. One process (`master_process off`):
+ * it serves requests with the same modules and event loop as a worker, runs as the user who
+ * started it, and dies with us through PDEATHSIG. A master with workers would leave its workers
+ * running when the master is SIGKILLed, and as root its workers would run as `nobody`, who cannot
+ * write request bodies into the private temp folders (nginx answers 500).
+ */
+function nginxMainConfig(prefix: string): string {
+  const p = (name: string) => path.join(prefix, name);
+  return [
+    'daemon off;',
+    'master_process off;',
+    `pid ${p('nginx.pid')};`,
+    `error_log ${p('error.log')} info;`,
+    'events {',
+    '    worker_connections 256;',
+    '}',
+    'http {',
+    `    access_log ${p('access.log')};`,
+    `    client_body_temp_path ${p('temp/client_body')};`,
+    `    proxy_temp_path ${p('temp/proxy')};`,
+    `    fastcgi_temp_path ${p('temp/fastcgi')};`,
+    `    uwsgi_temp_path ${p('temp/uwsgi')};`,
+    `    scgi_temp_path ${p('temp/scgi')};`,
+    `    include ${p('http.conf')};`,
+    '}',
+    '',
+  ].join('\n');
+}
+
+/**
+ * Starts Debian's nginx on a free loopback port with a private prefix folder (its configuration,
+ * pid file, logs and temp folders), and returns once it answers. `http(listen)` gives the
+ * http-level configuration (upstreams, maps, server blocks); its servers must listen on `listen`
+ * (`127.0.0.1:port`). Retries with a new port if the port was taken meanwhile.
+ */
+export async function startNginx(opts: { http: (listen: string) => string }): Promise<NginxService> {
+  requireServices(['nginx']);
+  const nginx = findExecutable('nginx')!;
+  let lastError: Error | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const dir = makeScratchDir('otm-nginx-');
+    try {
+      const port = await freePort();
+      const listen = `${LOOPBACK}:${port}`;
+      fs.mkdirSync(path.join(dir, 'temp'));
+      fs.writeFileSync(path.join(dir, 'http.conf'), opts.http(listen));
+      fs.writeFileSync(path.join(dir, 'nginx.conf'), nginxMainConfig(dir));
+      const errorLog = path.join(dir, 'error.log');
+      const conf = path.join(dir, 'nginx.conf');
+      // -e: the error log from the start, before the configuration is read.
+      const child = spawnService(nginx, ['-p', `${dir}/`, '-c', conf, '-e', errorLog], { cwd: dir });
+      recordServer(dir, child);
+      const stderr = tail(child.stderr);
+      let spawnError: Error | undefined;
+      child.once('error', (e) => (spawnError = e));
+      const url = `http://${listen}`;
+      const deadline = Date.now() + 10_000;
+      let ready = false;
+      while (Date.now() < deadline) {
+        if (spawnError || exited(child)) break;
+        // Any answer will do: the test's configuration decides what `/` is.
+        if (await httpAnswers(url, 1_000)) {
+          // Someone else's server on a port taken meanwhile would answer too: ours must be alive.
+          await sleep(20);
+          ready = !exited(child);
+          break;
+        }
+        await sleep(20);
+      }
+      if (ready) {
+        let stopped = false;
+        return {
+          url,
+          listen,
+          pid: child.pid!,
+          prefix: dir,
+          errorLog: () => readTail(errorLog, 64_000),
+          stop: async () => {
+            if (stopped) return;
+            stopped = true;
+            await terminate(child, 5_000);
+            removeScratchDir(dir);
+          },
+        };
+      }
+      const died = exited(child);
+      await killNow(child);
+      const detail = `${spawnError?.message ?? ''}\n${stderr()}\n${readTail(errorLog)}`.trim();
+      lastError = new Error(died ? `nginx exited before answering: ${detail}` : `nginx did not answer ${url} within 10 s: ${detail}`);
+      removeScratchDir(dir);
+      if (!/Address already in use/i.test(detail)) break;
+    } catch (e) {
+      removeScratchDir(dir);
+      throw e;
+    }
+  }
+  throw lastError ?? new Error('nginx did not start');
+}
+
+/** True when something answers HTTP at `url` (any status). */
+async function httpAnswers(url: string, timeoutMs: number): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs) });
+    await res.arrayBuffer();
+    return true;
+  } catch {
+    return false;
+  }
 }
