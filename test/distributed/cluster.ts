@@ -48,7 +48,8 @@ export async function startCluster(
     CLICKHOUSE_URL: clickhouse.url,
     OTM_TOKENS: opts.tokens ?? TOKENS,
     LOG_LEVEL: opts.logLevel ?? 'warn',
-    // The mock cluster's group protocol: fast timings (see shared/infra/SERVICES.md).
+    // The mock cluster's group protocol: fast timings (test/infra/README.md, "Quirks": a rejoin takes
+    // about the session timeout less a second).
     KAFKA_SESSION_TIMEOUT_MS: '3000',
     KAFKA_HEARTBEAT_MS: '500',
     KAFKA_REBALANCE_TIMEOUT_MS: '3000',

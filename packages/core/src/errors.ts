@@ -56,3 +56,17 @@ export const unavailable = (message: string, retryAfterSeconds = 5, cause?: unkn
     cause,
     headers: { 'retry-after': String(retryAfterSeconds) },
   });
+
+/**
+ * A failure of a store or bus adapter, typed so that the workers decide by type, never by text:
+ * `retryable` when the same call may succeed later (the service is unreachable, a timeout, a
+ * conflict), not when it never can (a record that cannot be decoded, a document the store refuses).
+ */
+export class AdapterError extends Error {
+  readonly retryable: boolean;
+  constructor(readonly adapter: string, message: string, opts: { retryable: boolean; cause?: unknown }) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = 'AdapterError';
+    this.retryable = opts.retryable;
+  }
+}

@@ -1,18 +1,17 @@
-export {
-  KafkaBus,
-  produceChunks,
-  packRecords,
-  PACK_HEADER,
-  ensureTopics,
-  isRetryable,
-  UNCLASSIFIED_ATTEMPTS,
-  withTimeout,
-  DEFAULT_TOPIC_PARTITIONS,
-  FAST_CONSUMER_SETTINGS,
-  type KafkaBusOptions,
-  type KafkaConsumerSettings,
-  type KafkaSubscription,
-} from './kafka-bus.js';
-export { ClickHouseEventStore, EVENT_COLUMNS, eventGetSql, eventPlacementsSql, eventStoreDdl, sqlString, tsvEncoder, tsvLine, type ClickHouseEventStoreOptions } from './clickhouse-event-store.js';
-export { eventColumns, eventTimeMs, normaliseQuantity, speedKmh, type EventColumns, type Normalised } from './event-columns.js';
-export { RedisEntityStore, type RedisEntityStoreOptions } from './redis-entity-store.js';
+/**
+ * The adapters of the distributed deployment, one folder each, one file per job: the bus on Kafka
+ * (`kafka/`), the event store on ClickHouse (`clickhouse/`), the entity store on Redis (`redis/`).
+ */
+export { KafkaBus } from './kafka/bus.js';
+export { produceChunks } from './kafka/producer.js';
+export { packRecords, PACK_HEADER } from './kafka/record-pack.js';
+export { ensureTopics, DEFAULT_TOPIC_PARTITIONS } from './kafka/topics.js';
+export { isRetryable, UNCLASSIFIED_ATTEMPTS, type KafkaSubscription } from './kafka/consumer.js';
+export { withTimeout } from './kafka/timeout.js';
+export { FAST_CONSUMER_SETTINGS, type KafkaBusOptions, type KafkaConsumerSettings } from './kafka/options.js';
+export { ClickHouseEventStore, type ClickHouseEventStoreOptions } from './clickhouse/store.js';
+export { EVENT_COLUMNS, eventStoreDdl } from './clickhouse/schema.js';
+export { eventGetSql, eventPlacementsSql, sqlString } from './clickhouse/sql.js';
+export { tsvEncoder, tsvLine } from './clickhouse/tsv.js';
+export { eventColumns, eventTimeMs, normaliseQuantity, speedKmh, type EventColumns, type Normalised } from './clickhouse/columns.js';
+export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js';

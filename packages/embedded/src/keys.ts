@@ -17,8 +17,8 @@ export const RANKS_DOWN: readonly number[] = Array.from({ length: LIFECYCLES.len
 /**
  * The ranks a read tries, in order: the one asked for, else all from the top. Reads probe them
  * with point gets: in the service, where every event-loop turn reads in a fresh read transaction,
- * that costs less than one step of a range cursor, which lmdb renews per transaction (a GET
- * measured 22 against 26 µs of CPU; a tight loop in one transaction says the opposite:
- * bench/diag/lmdb-latest-version.mjs, docs/PERFORMANCE.md).
+ * that costs less than one step of a range cursor, which lmdb renews per transaction (a tight
+ * loop in one transaction says the opposite, which is not how the service reads:
+ * bench/diag/lmdb-latest-version.mjs compares both).
  */
 export const ranksToTry = (rank?: number): readonly number[] => (rank === undefined ? RANKS_DOWN : [rank]);

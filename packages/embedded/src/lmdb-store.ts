@@ -10,9 +10,7 @@
  *   hold another inline;
  * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
- *   are in a log of segment files under `<dataDir>/events` (event-log.ts);
- * - `telemetry`: the event store of earlier versions (the documents themselves), moved into the
- *   log at the first start and emptied.
+ *   are in a log of segment files under `<dataDir>/events` (event-log/).
  *
  * A write resolves only after its transaction is committed and flushed to disk, so an
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
@@ -23,6 +21,7 @@ import { open, type Database, type RootDatabase } from 'lmdb';
 import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
+  AdapterError,
   decodeVersion,
   encodeVersion,
   LATEST_CACHE_BOUNDS,
@@ -33,7 +32,7 @@ import {
   type StoredDocument,
   type VersionStamp,
 } from '@otm/core';
-import { LogEventStore, type CompactionOptions } from './event-log.js';
+import { LogEventStore, type CompactionOptions } from './event-log/index.js';
 import { lockDataDir } from './dir-lock.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 
@@ -180,8 +179,8 @@ interface Dbs {
 class LmdbEntityStore implements EntityStore {
   /**
    * The latest version of recently read entities, as GET answers it. Reading the latest version
-   * from LMDB probes up to six lifecycle keys and decodes the value (about 7 µs of CPU for a 3.5 KB
-   * trip, a quarter of a GET's whole cost); carriers poll the same trips over and over. This process
+   * from LMDB probes up to six lifecycle keys and decodes the value, a large share of a GET's whole
+   * cost; carriers poll the same trips over and over. This process
    * is the store's only writer, so the cache stays exact: a unit drops the entries of every entity
    * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
    * Bounded by entries and by the bytes of the documents it holds (text and UTF-8).
@@ -203,7 +202,7 @@ class LmdbEntityStore implements EntityStore {
     const doc = v && decodeVersion(kind, key, v.rank, v.raw);
     if (doc === undefined || lifecycleRank !== undefined) return doc;
     // Kept with its UTF-8 bytes, which a GET answers as they are (a string answer is joined with
-    // the headers and encoded again on every send: three passes over a 3.5 KB trip).
+    // the headers and encoded again on every send: three passes over the document).
     const cached: StoredDocument = { ...doc, bytes: Buffer.from(doc.json) };
     this.latest.set(prefix, cached);
     return cached;
@@ -214,33 +213,46 @@ class LmdbEntityStore implements EntityStore {
     const result = await work(tx);
     if (tx.ops.length === 0) return result;
     const { entities, holders, pending, root } = this.dbs;
-    await root.transaction(() => {
-      for (const op of tx.ops) {
-        switch (op.t) {
-          case 'put': {
-            const d = op.doc;
-            entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
-            break;
+    const message = (e: unknown) => (e as Error)?.message ?? String(e);
+    try {
+      await root.transaction(() => {
+        try {
+          for (const op of tx.ops) {
+            switch (op.t) {
+              case 'put': {
+                const d = op.doc;
+                entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
+                break;
+              }
+              case 'delete':
+                removeVersions(entities, prefixOf(op.tenant, op.kind, op.key));
+                break;
+              case 'holder+':
+                holders.put(op.k, '1');
+                break;
+              case 'holder-':
+                holders.remove(op.k);
+                break;
+              case 'pending+':
+                pending.put(op.k, op.v);
+                break;
+              case 'pending-':
+                pending.remove(op.k);
+                break;
+            }
           }
-          case 'delete':
-            removeVersions(entities, prefixOf(op.tenant, op.kind, op.key));
-            break;
-          case 'holder+':
-            holders.put(op.k, '1');
-            break;
-          case 'holder-':
-            holders.remove(op.k);
-            break;
-          case 'pending+':
-            pending.put(op.k, op.v);
-            break;
-          case 'pending-':
-            pending.remove(op.k);
-            break;
+        } catch (e) {
+          // Refused while the transaction was built (a key longer than LMDB takes, say): the same
+          // unit would be refused again.
+          throw new AdapterError('lmdb', `lmdb: a write was refused (${message(e)})`, { retryable: false, cause: e });
         }
-      }
-    });
-    await root.flushed;
+      });
+      await root.flushed;
+    } catch (e) {
+      // The commit failed (a full disk, an I/O error, the store closed by a shutdown): nothing of
+      // the unit was stored, and the same unit may succeed later, or in the next process.
+      throw e instanceof AdapterError ? e : new AdapterError('lmdb', `lmdb: the commit failed (${message(e)})`, { retryable: true, cause: e });
+    }
     // Committed and visible to reads from here on: drop what the cache holds of the written entities.
     for (const op of tx.ops) {
       if (op.t === 'put') this.latest.delete(prefixOf(op.tenant, op.doc.kind, op.doc.key));
@@ -263,7 +275,7 @@ export interface EmbeddedStores {
 }
 
 export interface EmbeddedStoreOptions {
-  /** Told what the event log's recovery did at start (a torn tail cut off, old events moved). */
+  /** Told what the event log's recovery did at start (a torn tail cut off, a compaction finished). */
   readonly warn?: (message: string) => void;
   /** Size at which the event log starts a new segment file (tests use small ones). */
   readonly eventSegmentBytes?: number;

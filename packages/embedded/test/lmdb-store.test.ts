@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { AdapterError } from '@otm/core';
 import { openEmbeddedStores, type EmbeddedStores } from '../src/index.js';
 
 const dirs: string[] = [];
@@ -110,5 +111,20 @@ describe('LMDB stores', () => {
     opened.push(again);
     expect((await again.entities.get('t', 'actions', 'k'))?.json).toBe('"entity"');
     expect((await again.events.get('t', 'actions', 'k'))?.json).toBe('"event"');
+  });
+
+  it('refuses a unit LMDB cannot store (a key longer than it takes) with a non-retryable AdapterError', async () => {
+    const { s } = fresh();
+    const refused = await write(s, [put('t', 'fine', 0, '"a"'), put('t', 'k'.repeat(3000), 0, '"b"')]).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AdapterError);
+    expect(refused).toMatchObject({ adapter: 'lmdb', retryable: false, message: expect.stringMatching(/key size/i) });
+  });
+
+  it('refuses a unit once the store is closed (a shutdown) with a retryable AdapterError', async () => {
+    const { s } = fresh();
+    await s.close();
+    const refused = await write(s, [put('t', 'k', 0, '"a"')]).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AdapterError);
+    expect(refused).toMatchObject({ adapter: 'lmdb', retryable: true });
   });
 });

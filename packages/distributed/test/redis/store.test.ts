@@ -3,10 +3,11 @@ import { randomUUID } from 'node:crypto';
 import net from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../test/infra/services.js';
-import { encodeVersion, entityCacheReads } from '@otm/core';
-import { RedisEntityStore } from '../src/index.js';
-import { TrackedCache } from '../src/tracked-cache.js';
+import { integrationEnabled, requireServices, startRedis, type RedisService } from '../../../../test/infra/services.js';
+import { encodeVersion } from '@otm/core';
+import { RedisEntityStore } from '../../src/index.js';
+import { entityCacheReads } from '../../src/redis/metrics.js';
+import { TrackedCache } from '../../src/redis/tracked-cache.js';
 
 /** Polls `f` until it returns true (every 5 ms, at most `ms`); whether it did. */
 async function until(f: () => Promise<boolean> | boolean, ms = 3_000): Promise<boolean> {

@@ -7,9 +7,9 @@ import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DocumentWrite } from '@otm/core';
-import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../test/infra/services.js';
-import { ClickHouseEventStore, eventStoreDdl } from '../src/index.js';
+import { AdapterError, type DocumentWrite } from '@otm/core';
+import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
+import { ClickHouseEventStore, eventStoreDdl } from '../../src/index.js';
 
 const put = (tenant: string, doc: Record<string, unknown>, rank = 0): DocumentWrite => ({
   op: 'put',
@@ -237,6 +237,32 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     }
   });
 
+  it('a request ClickHouse refuses as malformed is a non-retryable AdapterError, and stores nothing', async () => {
+    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_bad_${randomUUID().slice(0, 8)}` });
+    await store.migrate();
+    try {
+      await expect(store.query('SELEC 1')).rejects.toMatchObject({ name: 'AdapterError', adapter: 'clickhouse', retryable: false });
+      // An acceptedAt that is not a number: ClickHouse cannot parse the Int64 column.
+      const id = randomUUID();
+      const bad: DocumentWrite = {
+        op: 'put',
+        tenant: 'acme',
+        doc: { kind: 'events', key: id, lifecycleRank: 0, json: JSON.stringify({ id, eventType: 'locationUpdateEvent' }), stamp: { modified: 0, acceptedAt: Number.NaN } },
+      };
+      const err = await store.write([bad]).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AdapterError);
+      expect(err).toMatchObject({ adapter: 'clickhouse', retryable: false });
+      expect((err as Error).message).toMatch(/^refused as malformed: Code: 27/);
+      expect(await store.get('acme', 'events', id)).toBeUndefined();
+    } finally {
+      await store.dropDatabase();
+      await store.close();
+    }
+  });
+
   it('reports an unreachable server as a retryable 503 and not ready', async () => {
     const store = new ClickHouseEventStore({ url: 'http://127.0.0.1:1', requestTimeoutMs: 1_000 });
     expect(await store.ready()).toBe(false);
@@ -245,7 +271,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
   });
 
   describe('docs/analytics.md', () => {
-    const md = fs.readFileSync(fileURLToPath(new URL('../../../docs/analytics.md', import.meta.url)), 'utf8');
+    const md = fs.readFileSync(fileURLToPath(new URL('../../../../docs/analytics.md', import.meta.url)), 'utf8');
     const blocks = [...md.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
     const named = new Map(blocks.filter((b) => b.startsWith('-- name: ')).map((b) => [/^-- name: (\S+)/.exec(b)![1]!, b]));
     let store: ClickHouseEventStore;

@@ -2,8 +2,8 @@
  * The latest version of recently read entities, kept in the reading process and dropped as soon as
  * Redis says the entity changed: Redis's server-assisted client-side caching (`CLIENT TRACKING`,
  * Redis 6 or later). Carriers poll the same trips over and over; answered from memory a GET of a
- * 3.5 KB trip costs the query process about half the CPU of one that asks Redis (and Redis
- * nothing), as the embedded store's own cache does (packages/embedded/src/lmdb-store.ts).
+ * trip costs the query process much less CPU than one that asks Redis (and Redis nothing), as the
+ * embedded store's own cache does (packages/embedded/src/lmdb-store.ts).
  *
  * How it stays exact: the connection that reads entities has tracking on, so Redis remembers each
  * key it read for the cache and, when any client changes or removes that key, sends the key's name to a second
@@ -16,19 +16,20 @@
  * `run_id`: after a failover the listener's client id may name another client of the new
  * primary). The store's own units `drop` the keys they wrote as soon as Redis answered their EXEC,
  * so this process reads its own writes at once; another process's write is seen here once its
- * invalidation arrived, which on one network is well under a millisecond after that write.
+ * invalidation arrived, which on one network follows that write closely.
  *
  * Tracking is in OPTIN mode: Redis remembers only the reads that the caller marks (`read` tells it
  * whether to send `CLIENT CACHING YES` just before its read), so that GETs of events, which the
  * query first looks for here and mostly finds in ClickHouse, do not fill Redis's tracking table
- * (up to `tracking-table-max-keys`, ~100 bytes a key) with keys that do not exist.
+ * (bounded by `tracking-table-max-keys`, memory for each key) with keys that do not exist.
  *
  * Without tracking (a Redis before 6, a proxy that refuses CLIENT TRACKING or SUBSCRIBE) the
- * cache stays off and every GET asks Redis, as before.
+ * cache stays off and every GET asks Redis.
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { LATEST_CACHE_BOUNDS, entityCacheReads, entityCacheTracking, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, type StoredDocument } from '@otm/core';
+import { entityCacheReads, entityCacheTracking } from './metrics.js';
 
 const CHANNEL = '__redis__:invalidate';
 const hits = entityCacheReads.labels('hit');

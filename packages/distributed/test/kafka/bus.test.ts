@@ -1,10 +1,10 @@
-/** KafkaBus behaviour beyond the Bus contract: dead letters, readiness, Kafka going away. */
+/** KafkaBus behaviour beyond the Bus contract: the retry decision, dead letters, packed records, readiness, Kafka going away. */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
-import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../test/infra/services.js';
-import { FAST_CONSUMER_SETTINGS, KafkaBus, PACK_HEADER, UNCLASSIFIED_ATTEMPTS, ensureTopics, packRecords, produceChunks } from '../src/index.js';
+import { AdapterError, OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
+import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../../test/infra/services.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, PACK_HEADER, UNCLASSIFIED_ATTEMPTS, ensureTopics } from '../../src/index.js';
 
 const env = (topic: string, key: string, n: number): Envelope => ({
   topic: topic as Topic,
@@ -37,6 +37,55 @@ async function watchRequests(bus: KafkaBus, seen: (records: Produced[]) => void)
     return real(b);
   };
 }
+
+type DeadLetter = { value: string; headers: Record<string, string> };
+
+/** The dead letters taken from `originalTopic`, read from the start of the dead-letter topic until `done` says so. */
+async function deadLettersOf(brokers: string[], originalTopic: string, done: (dead: DeadLetter[]) => void): Promise<DeadLetter[]> {
+  const dead: DeadLetter[] = [];
+  const reader = new Kafka({ brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `dlq-${randomUUID()}`, ...FAST_CONSUMER_SETTINGS });
+  await reader.connect();
+  try {
+    await reader.subscribe({ topic: TOPICS.deadLetter, fromBeginning: true });
+    await reader.run({
+      eachMessage: async ({ message }) => {
+        const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]));
+        if (headers['original-topic'] === originalTopic) dead.push({ value: message.value!.toString(), headers });
+      },
+    });
+    await eventually(() => done(dead));
+    return dead;
+  } finally {
+    await reader.disconnect();
+  }
+}
+
+/** A pino-like logger that keeps the bus's own error and warning messages. */
+function recordingLogger() {
+  const errors: { obj: Record<string, unknown>; msg: string }[] = [];
+  const warnings: string[] = [];
+  const logger = {
+    level: 'warn',
+    error: (obj: Record<string, unknown>, msg: string) => errors.push({ obj, msg }),
+    warn: (_obj: unknown, msg: string) => warnings.push(msg),
+    info: () => {},
+    debug: () => {},
+  };
+  return { logger: logger as never, errors, warnings };
+}
+
+describe('KafkaBus settings', () => {
+  it('a bus without brokers is refused for good', () => {
+    let err: unknown;
+    try {
+      new KafkaBus({ brokers: [] });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(AdapterError);
+    expect(err).toMatchObject({ adapter: 'kafka', retryable: false });
+  });
+});
 
 const enabled = integrationEnabled('KafkaBus (librdkafka mock cluster)');
 describe.skipIf(!enabled)('KafkaBus', () => {
@@ -93,9 +142,10 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await bus.close();
   });
 
-  it('a message that keeps throwing a plain error is tried a few times, then dead-lettered', async () => {
+  it('a message that keeps throwing a plain error is tried a few times, logged as unclassified, then dead-lettered', async () => {
     const own = `kb-${randomUUID().slice(0, 8)}`;
-    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS });
+    const log = recordingLogger();
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
     const applied: number[] = [];
     let attempts = 0;
     const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
@@ -109,6 +159,60 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await bus.publish([env(own, 'k', 6), env(own, 'k', 7), env(own, 'k', 8)]);
     await eventually(() => expect(applied).toEqual([6, 8]), 30_000);
     expect(attempts).toBeGreaterThanOrEqual(UNCLASSIFIED_ATTEMPTS);
+    const unclassified = log.errors.filter((e) => e.msg.includes('unclassified'));
+    expect(unclassified.length).toBeGreaterThanOrEqual(UNCLASSIFIED_ATTEMPTS);
+    expect(unclassified[0]!.obj).toMatchObject({ topic: own, type: 'TypeError', err: 'a bug in the worker' });
+    const dead = await deadLettersOf(kafka.brokers, own, (d) => expect(d).toHaveLength(1));
+    expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(7);
+    expect(dead[0]!.headers).toMatchObject({ code: 'internal', reason: 'a bug in the worker' });
+    await bus.close();
+  });
+
+  it('a non-retryable AdapterError sends its message to the dead-letter topic without retries', async () => {
+    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const log = recordingLogger();
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
+    const applied: number[] = [];
+    let attempts = 0;
+    const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
+      if (batch.some((e) => e.message.acceptedAt === 12)) {
+        attempts++;
+        throw new AdapterError('clickhouse', 'refused as malformed: Cannot parse input', { retryable: false });
+      }
+      for (const e of batch) applied.push(e.message.acceptedAt);
+    });
+    await sub.joined;
+    await bus.publish([env(own, 'k', 11), env(own, 'k', 12), env(own, 'k', 13)]);
+    await eventually(() => expect(applied).toEqual([11, 13]));
+    const dead = await deadLettersOf(kafka.brokers, own, (d) => expect(d).toHaveLength(1));
+    expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(12);
+    expect(dead[0]!.headers).toMatchObject({ code: 'internal', reason: 'clickhouse: refused as malformed: Cannot parse input', 'original-key': 'k' });
+    // Once in the chunk, once alone to find the culprit: never retried.
+    expect(attempts).toBe(2);
+    expect(log.warnings.filter((m) => m === 'handler failed; retrying the batch')).toEqual([]);
+    expect(log.errors.filter((e) => e.msg.includes('unclassified'))).toEqual([]);
+    await bus.close();
+  });
+
+  it('a retryable AdapterError is retried (beyond the attempts an unclassified error gets) until the handler succeeds', async () => {
+    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const log = recordingLogger();
+    const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
+    const applied: number[] = [];
+    const failures = UNCLASSIFIED_ATTEMPTS + 2;
+    let attempts = 0;
+    const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
+      if (batch.some((e) => e.message.acceptedAt === 22) && attempts++ < failures) {
+        throw new AdapterError('redis', 'no answer within 5000 ms', { retryable: true });
+      }
+      for (const e of batch) applied.push(e.message.acceptedAt);
+    });
+    await sub.joined;
+    await bus.publish([env(own, 'k', 21), env(own, 'k', 22), env(own, 'k', 23)]);
+    await eventually(() => expect(applied).toEqual([21, 22, 23]), 30_000);
+    expect(attempts).toBe(failures + 1);
+    expect(log.warnings.filter((m) => m === 'handler failed; retrying the batch')).toHaveLength(failures);
+    expect(log.errors.filter((e) => e.msg.includes('unclassified') || e.msg.includes('dead-letter'))).toEqual([]);
     await bus.close();
   });
 
@@ -158,43 +262,6 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     // maxBatch 2, but a record's 5 messages go in one batch: its offset is committed after all of them.
     expect(Math.max(...batches)).toBeGreaterThanOrEqual(5);
     await bus.close();
-  });
-
-  it('packRecords: one record per key and pack, in order per key, under the pack size; a message with a newline alone', () => {
-    const recs = packRecords(
-      [
-        { key: 'a', value: 'a1' },
-        { key: 'b', value: 'b1' },
-        { key: 'a', value: Buffer.from('a2') },
-        { key: 'a', value: 'a\n3' },
-        { key: 'a', value: 'a4' },
-        { key: 'a', value: 'a5' },
-        { key: 'a', value: 'a6' },
-      ],
-      5,
-    );
-    const shown = recs.map((r) => ({ key: r.key, value: r.value.toString(), pack: r.headers?.[PACK_HEADER] }));
-    expect(shown).toEqual([
-      { key: 'a', value: 'a1\na2', pack: '2' },
-      { key: 'a', value: 'a\n3', pack: undefined },
-      { key: 'a', value: 'a4\na5', pack: '2' },
-      { key: 'a', value: 'a6', pack: undefined },
-      { key: 'b', value: 'b1', pack: undefined },
-    ]);
-    // A key sent once stays as it was given.
-    const one = { key: 'k', value: 'v' };
-    expect(packRecords([one])).toEqual([one]);
-  });
-
-  it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
-    const m = (key: string, size: number) => ({ key, value: 'v'.repeat(size) });
-    const msgs = [m('a', 40), m('b', 40), m('c', 500), m('d', 10), m('e', 10), m('f', 10)];
-    // 32 bytes of framing a record: a, b are 73 bytes each.
-    const chunks = produceChunks(msgs, 2, 160);
-    expect(chunks.map((c) => c.map((x) => x.key).join(''))).toEqual(['ab', 'c', 'de', 'f']);
-    expect(produceChunks(msgs, 10, 10_000).map((c) => c.length)).toEqual([6]);
-    expect(produceChunks([], 10, 100)).toEqual([]);
-    expect(produceChunks([{ key: 'k', value: Buffer.alloc(300) }], 10, 100).map((c) => c.length)).toEqual([1]);
   });
 
   it('ensureTopics logs and continues when the cluster refuses CreateTopics (the mock does)', async () => {

@@ -1,6 +1,6 @@
 /** The TabSeparated encoding of insert rows (no I/O): the compiled encoder against the reference. */
 import { describe, expect, it } from 'vitest';
-import { EVENT_COLUMNS, tsvEncoder, tsvLine } from '../src/index.js';
+import { EVENT_COLUMNS, tsvEncoder, tsvLine } from '../../src/index.js';
 
 type Row = Record<(typeof EVENT_COLUMNS)[number], string | number | null>;
 

@@ -1,6 +1,6 @@
 /** Unit tests (no I/O): unit normalisation and the analyst columns of an event. */
 import { describe, expect, it } from 'vitest';
-import { eventColumns, normaliseQuantity, speedKmh } from '../src/index.js';
+import { eventColumns, normaliseQuantity, speedKmh } from '../../src/index.js';
 
 describe('normaliseQuantity', () => {
   it.each([

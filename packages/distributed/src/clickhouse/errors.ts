@@ -1,0 +1,52 @@
+/**
+ * Which ClickHouse failures a retry can help: every request of the event store goes through
+ * `clickhouseFailure` when it fails.
+ * - Refused as malformed: ClickHouse answered with an error code that says the request itself is
+ *   wrong (a value it cannot parse, SQL it cannot parse or type, a column or function it does not
+ *   know). The same request would be refused again: a non-retryable AdapterError, and the worker
+ *   sends the message that caused it to the dead-letter topic.
+ * - Anything else (ClickHouse unreachable, a timeout, a connection closed under way, the server
+ *   busy or out of memory, a table not created yet): a retryable 503 (`unavailable`); the worker
+ *   retries, then the batch is replayed, and an HTTP caller is told to come back later.
+ * ClickHouse 18.16 answers `Code: 27, e.displayText() = DB::Exception: …` (the client hands that
+ * on as a plain Error); a current ClickHouse `Code: 27. DB::Exception: … (TYPE)`, which the client
+ * parses into a ClickHouseError with `code`. Both are read here.
+ */
+import { AdapterError, OtmServiceError, unavailable } from '@otm/core';
+import { errorText } from '../error-text.js';
+
+/** ClickHouse error codes that say the request is malformed (the names are ClickHouse's). */
+const MALFORMED: ReadonlySet<number> = new Set([
+  6, // CANNOT_PARSE_TEXT
+  16, // NO_SUCH_COLUMN_IN_TABLE
+  26, // CANNOT_PARSE_QUOTED_STRING
+  27, // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+  38, // CANNOT_PARSE_DATE
+  41, // CANNOT_PARSE_DATETIME
+  43, // ILLEGAL_TYPE_OF_ARGUMENT
+  46, // UNKNOWN_FUNCTION
+  47, // UNKNOWN_IDENTIFIER
+  53, // TYPE_MISMATCH
+  62, // SYNTAX_ERROR
+  70, // CANNOT_CONVERT_TYPE
+  72, // CANNOT_PARSE_NUMBER
+  117, // INCORRECT_DATA
+]);
+
+/** The ClickHouse error code of a failure, when ClickHouse answered with one. */
+export function clickhouseErrorCode(e: unknown): number | undefined {
+  const code = (e as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);
+  const m = /^Code: (\d+)[.,]/.exec(errorText(e));
+  return m ? Number(m[1]) : undefined;
+}
+
+/** The error to throw for a failed ClickHouse request: non-retryable when refused as malformed, else a retryable 503. */
+export function clickhouseFailure(e: unknown): Error {
+  if (e instanceof AdapterError || e instanceof OtmServiceError) return e; // classified already
+  const code = clickhouseErrorCode(e);
+  if (code !== undefined && MALFORMED.has(code)) {
+    return new AdapterError('clickhouse', `refused as malformed: ${errorText(e)}`, { retryable: false, cause: e });
+  }
+  return unavailable(`clickhouse: ${errorText(e)}`, 5, e);
+}

@@ -1,0 +1,145 @@
+/**
+ * The tables of the ClickHouse event store: their DDL (`eventStoreDdl`, run by `otm migrate`;
+ * documented in docs/analytics.md) and their rows as the store inserts them.
+ *
+ * - `otm_events`: one row per telemetry event version: typed columns for analysts and the
+ *   document as the API answers it (`doc`), ReplacingMergeTree(version), monthly partitions,
+ *   ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank) for per-vehicle time
+ *   ranges: a vehicle's track with its documents is one range read, with no join.
+ * - `otm_event_ids`: a slim index, one row per (tenant, kind, event_id, lifecycle_rank) version,
+ *   ORDER BY (tenant, kind, event_id, lifecycle_rank): where the event's row sits in `otm_events`
+ *   (vehicle_id, event_time) and whether it is deleted. GET by id reads it through its primary
+ *   index (a subquery), and the document from `otm_events` at that place (again through the
+ *   primary index), in one query; GETs that arrive together share one query.
+ *   A delete, or a new version that moved the event to another vehicle or time, writes a
+ *   tombstone with the old sorting key there.
+ *
+ * Granules: ClickHouse reads whole granules (`index_granularity` rows) of each column a query
+ * needs, in each part. With the default 8,192, a GET by id would read some 8,000 rows of the id
+ * index and as many documents for one event; otm_events uses 1,024 (a vehicle-day of positions at
+ * one a minute is still one or two granules) and otm_event_ids 256 (it is only ever read by id).
+ *
+ * Deduplication: ReplacingMergeTree merges rows with the same sorting key in the background,
+ * keeping the highest `version`; until then reads deduplicate themselves: GET uses
+ * `argMax(..., version)`; analysts use `FINAL` with `WHERE deleted = 0` (both work on 18.16 and on
+ * a current ClickHouse; WHERE, not PREWHERE, so it filters after the FINAL merge).
+ * `version` is the write time in microseconds, strictly increasing within a process, so a replay of
+ * a batch (at-least-once delivery) writes the same rows again with higher versions: same answer.
+ * Deletes write tombstones (`deleted = 1`): GET answers 404 at once.
+ *
+ * Types are kept to what ClickHouse 18.16 and a current ClickHouse both accept: no DateTime64
+ * (DateTime('UTC') + Int64 ms), no LowCardinality, Nullable(Float64) for absent measurements.
+ *
+ * Durability: an INSERT is answered after the part is written to the server's filesystem (not
+ * fsynced by default). Production should use ReplicatedReplacingMergeTree on a cluster (and
+ * `insert_quorum` if acknowledged rows must survive the loss of a replica).
+ */
+import type { EventColumns } from './columns.js';
+import { sqlIdent } from './sql.js';
+
+/** CREATE statements for the tables (idempotent), in the order to run them. */
+export function eventStoreDdl(database: string): string[] {
+  sqlIdent(database, 'bad ClickHouse database name');
+  return [
+    `CREATE DATABASE IF NOT EXISTS ${database}`,
+    `CREATE TABLE IF NOT EXISTS ${database}.otm_events
+(
+    tenant String,
+    event_id String,
+    lifecycle_rank UInt8,
+    lifecycle String,
+    event_type String,
+    event_time DateTime('UTC'),
+    event_time_ms Int64,
+    vehicle_id String,
+    trip_id String,
+    sensor_id String,
+    transport_equipment_id String,
+    lat Nullable(Float64),
+    lon Nullable(Float64),
+    speed Nullable(Float64),
+    speed_unit String,
+    speed_kmh Nullable(Float64),
+    heading Nullable(Float64),
+    heading_unit String,
+    sensor_value Nullable(Float64),
+    sensor_unit String,
+    amount Nullable(Float64),
+    amount_unit String,
+    amount_normalised Nullable(Float64),
+    amount_normalised_unit String,
+    fuel_type String,
+    emission_method String,
+    weight Nullable(Float64),
+    weight_unit String,
+    weight_kg Nullable(Float64),
+    weighing_type String,
+    accepted_at Int64,
+    version UInt64,
+    deleted UInt8,
+    doc String
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(event_time)
+ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank)
+SETTINGS index_granularity = 1024`,
+    `CREATE TABLE IF NOT EXISTS ${database}.otm_event_ids
+(
+    tenant String,
+    kind String,
+    event_id String,
+    lifecycle_rank UInt8,
+    vehicle_id String,
+    event_time DateTime('UTC'),
+    accepted_at Int64,
+    version UInt64,
+    deleted UInt8
+)
+ENGINE = ReplacingMergeTree(version)
+ORDER BY (tenant, kind, event_id, lifecycle_rank)
+SETTINGS index_granularity = 256`,
+  ];
+}
+
+/** A row of otm_events. */
+export type EventRow = EventColumns & {
+  tenant: string;
+  event_id: string;
+  lifecycle_rank: number;
+  event_time: number;
+  accepted_at: number;
+  version: number;
+  deleted: 0 | 1;
+  doc: string;
+};
+
+/** A row of otm_event_ids. */
+export interface IdRow {
+  tenant: string;
+  kind: string;
+  event_id: string;
+  lifecycle_rank: number;
+  vehicle_id: string;
+  event_time: number;
+  accepted_at: number;
+  version: number;
+  deleted: 0 | 1;
+}
+
+/** The columns of otm_events, in the order an insert sends them. */
+export const EVENT_COLUMNS = [
+  'tenant', 'event_id', 'lifecycle_rank', 'lifecycle', 'event_type', 'event_time', 'event_time_ms',
+  'vehicle_id', 'trip_id', 'sensor_id', 'transport_equipment_id', 'lat', 'lon', 'speed', 'speed_unit',
+  'speed_kmh', 'heading', 'heading_unit', 'sensor_value', 'sensor_unit', 'amount', 'amount_unit',
+  'amount_normalised', 'amount_normalised_unit', 'fuel_type', 'emission_method', 'weight',
+  'weight_unit', 'weight_kg', 'weighing_type', 'accepted_at', 'version', 'deleted', 'doc',
+] as const satisfies readonly (keyof EventRow)[];
+/** The columns of otm_event_ids, in the order an insert sends them. */
+export const ID_COLUMNS = [
+  'tenant', 'kind', 'event_id', 'lifecycle_rank', 'vehicle_id', 'event_time', 'accepted_at', 'version', 'deleted',
+] as const satisfies readonly (keyof IdRow)[];
+// Every member of a row has its column (a compile error otherwise).
+const everyEventColumn: Exclude<keyof EventRow, (typeof EVENT_COLUMNS)[number]> extends never ? true : never = true;
+const everyIdColumn: Exclude<keyof IdRow, (typeof ID_COLUMNS)[number]> extends never ? true : never = true;
+void everyEventColumn;
+void everyIdColumn;

@@ -1,0 +1,398 @@
+/**
+ * The event store of the distributed deployment on ClickHouse (@clickhouse/client): the
+ * `EventStore` port on the tables of `schema.ts`. Writes insert rows (TabSeparated, `tsv.ts`) into
+ * `otm_events` and then `otm_event_ids`, with tombstones where a version moved or was deleted;
+ * GETs by id that arrive together share one query (`sql.ts`). Failures are classified at one edge
+ * (`run`, `errors.ts`): a retryable 503 when ClickHouse cannot be reached or is busy, a
+ * non-retryable AdapterError when it refuses the request as malformed.
+ */
+import { Readable } from 'node:stream';
+import DataLoader from 'dataloader';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
+import type { KindSegment } from '@otm/model';
+import { AdapterError, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
+import { eventColumns, type EventColumns } from './columns.js';
+import { errorText } from '../error-text.js';
+import { clickhouseFailure } from './errors.js';
+import { EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EventRow, type IdRow } from './schema.js';
+import { eventGetSql, eventPlacementsSql, sqlIdent } from './sql.js';
+import { rowFormat, tsvPieces, type RowFormat } from './tsv.js';
+
+export interface ClickHouseEventStoreOptions {
+  /** e.g. http://127.0.0.1:8123 (user and password may be in the URL). */
+  readonly url: string;
+  /** Database of the tables (created by migrate()). Default `otm`. */
+  readonly database?: string;
+  readonly username?: string;
+  readonly password?: string;
+  /** Per-request timeout (ms). Default 30000. */
+  readonly requestTimeoutMs?: number;
+  /** Ids looked up per query when a batch needs the current state. Default 1000. */
+  readonly lookupChunk?: number;
+  /** Most GETs by id answered by one query (`get`): 1 (each GET alone) to 256, the default. */
+  readonly getBatch?: number;
+}
+
+/** Most ids in one GET query, and the default of `getBatch` (the list of ids is in the SQL twice). */
+const GET_BATCH = 256;
+
+/** One GET by id (`ClickHouseEventStore.get`). */
+interface GetKey {
+  readonly tenant: string;
+  readonly key: string;
+  readonly rank: number | undefined;
+}
+
+const placeKey = (tenant: string, id: string) => `${tenant}\0${id}`;
+
+/** Where a live version sits in otm_events. */
+interface Placement {
+  vehicle_id: string;
+  event_time: number;
+}
+
+const MAX_DATETIME = 4_294_967_295;
+const toSeconds = (ms: number) => Math.min(MAX_DATETIME, Math.max(0, Math.floor(ms / 1000)));
+
+const EMPTY_COLUMNS: EventColumns = {
+  lifecycle: '',
+  event_type: '',
+  event_time_ms: 0,
+  vehicle_id: '',
+  trip_id: '',
+  sensor_id: '',
+  transport_equipment_id: '',
+  lat: null,
+  lon: null,
+  speed: null,
+  speed_unit: '',
+  speed_kmh: null,
+  heading: null,
+  heading_unit: '',
+  sensor_value: null,
+  sensor_unit: '',
+  amount: null,
+  amount_unit: '',
+  amount_normalised: null,
+  amount_normalised_unit: '',
+  fuel_type: '',
+  emission_method: '',
+  weight: null,
+  weight_unit: '',
+  weight_kg: null,
+  weighing_type: '',
+};
+
+const EVENT_FORMAT = rowFormat<EventRow>(EVENT_COLUMNS);
+const ID_FORMAT = rowFormat<IdRow>(ID_COLUMNS);
+
+/** A document's JSON text as an object; a text that is not JSON can never be stored (not retryable). */
+function parseDocument(json: string): Record<string, unknown> {
+  try {
+    return JSON.parse(json) as Record<string, unknown>;
+  } catch (e) {
+    throw new AdapterError('clickhouse', `the document is not JSON: ${errorText(e)}`, { retryable: false, cause: e });
+  }
+}
+
+export class ClickHouseEventStore implements EventStore {
+  readonly database: string;
+  private readonly client: ClickHouseClient;
+  private readonly lookupChunk: number;
+  private lastVersion = 0;
+  /** GETs by id waiting for the end of the event-loop turn, to share one query (`get`). */
+  private readonly gets: DataLoader<GetKey, StoredDocument | undefined>;
+
+  constructor(opts: ClickHouseEventStoreOptions) {
+    this.database = opts.database ?? 'otm';
+    sqlIdent(this.database, 'bad ClickHouse database name');
+    this.lookupChunk = opts.lookupChunk ?? 1000;
+    this.gets = new DataLoader<GetKey, StoredDocument | undefined>((asked) => this.getMany(asked), {
+      cache: false,
+      maxBatchSize: Math.max(1, Math.min(GET_BATCH, opts.getBatch ?? GET_BATCH)),
+      batchScheduleFn: (run) => setImmediate(run),
+    });
+    this.client = createClient({
+      url: opts.url,
+      ...(opts.username === undefined ? {} : { username: opts.username }),
+      ...(opts.password === undefined ? {} : { password: opts.password }),
+      request_timeout: opts.requestTimeoutMs ?? 30_000,
+      // The client logs server errors to the console otherwise; errors reach the caller anyway.
+      log: { level: ClickHouseLogLevel.OFF },
+      // A socket the server already closed (its keep-alive timeout: 3 s before 23.11) answers the
+      // next request with "socket hang up", and the whole batch is written again. Sockets idle for
+      // 2 s are dropped, checked before each use, also after the event loop was busy for a while
+      // (a worker encoding a large batch) so that the idle timer could not fire in time.
+      keep_alive: { idle_socket_ttl: 2000, eagerly_destroy_stale_sockets: true },
+    });
+  }
+
+  private get events() {
+    return `${this.database}.otm_events`;
+  }
+  private get ids() {
+    return `${this.database}.otm_event_ids`;
+  }
+
+  /** Strictly increasing write time in µs (the ReplacingMergeTree version). */
+  private nextVersion(): number {
+    const v = Math.max(Date.now() * 1000, this.lastVersion + 1);
+    this.lastVersion = v;
+    return v;
+  }
+
+  /** Creates the database and tables when missing. */
+  async migrate(): Promise<void> {
+    for (const sql of eventStoreDdl(this.database)) await this.run(() => this.client.command({ query: sql }));
+  }
+
+  /**
+   * Every request's failure is classified at this edge (errors.ts): I/O failures become retryable
+   * 503s (the worker retries, then the batch is replayed), a request ClickHouse refuses as
+   * malformed a non-retryable AdapterError.
+   */
+  private async run<T>(op: () => Promise<T>): Promise<T> {
+    try {
+      return await op();
+    } catch (e) {
+      throw clickhouseFailure(e);
+    }
+  }
+
+  private async select<T>(query: string): Promise<T[]> {
+    return this.run(async () => {
+      const rs = await this.client.query({ query, format: 'JSONEachRow' });
+      return rs.json<T>();
+    });
+  }
+
+  /**
+   * GET by id. The GETs that arrive in the same turn of the event loop (up to `getBatch`) are
+   * answered by one query per tenant and lifecycle asked for (`eventGetSql`): each query costs
+   * ClickHouse CPU for every part of the two tables, much more than the rows it reads for one id,
+   * so many GETs in one query cost it a fraction of as many queries
+   * (`bench/diag/clickhouse/clickhouse-get.mjs` measures it). A lone GET waits
+   * for nothing: the batch runs at the end of the turn it arrived in. The highest live lifecycle
+   * wins.
+   */
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    if (kind !== 'events') return undefined;
+    return this.gets.load({ tenant, key, rank: lifecycleRank });
+  }
+
+  /** The answers to a batch of GETs, in their order: one query per tenant and rank asked for. */
+  private async getMany(asked: readonly GetKey[]): Promise<Array<StoredDocument | undefined | Error>> {
+    const groupOf = (a: GetKey) => `${a.tenant}\0${a.rank ?? ''}`;
+    const groups = new Map<string, { tenant: string; rank: number | undefined; keys: Set<string> }>();
+    for (const a of asked) {
+      const g = groupOf(a);
+      let group = groups.get(g);
+      if (group === undefined) groups.set(g, (group = { tenant: a.tenant, rank: a.rank, keys: new Set() }));
+      group.keys.add(a.key);
+    }
+    /** The live version of the highest lifecycle, by group and id; the error of each failed query, by group. */
+    const found = new Map<string, StoredDocument>();
+    const failed = new Map<string, Error>();
+    await Promise.all(
+      [...groups].map(async ([g, { tenant, rank, keys }]) => {
+        let rows: Array<{ event_id: string; lifecycle_rank: number; doc: string; deleted: number }>;
+        try {
+          rows = await this.select(eventGetSql(this.database, tenant, [...keys], rank));
+        } catch (e) {
+          failed.set(g, e as Error);
+          return;
+        }
+        for (const r of rows) {
+          if (Number(r.deleted) !== 0) continue;
+          const at = `${g}\0${r.event_id}`;
+          const rowRank = Number(r.lifecycle_rank);
+          const best = found.get(at);
+          if (best === undefined || rowRank > best.lifecycleRank) found.set(at, { kind: 'events', key: r.event_id, lifecycleRank: rowRank, json: r.doc });
+        }
+      }),
+    );
+    return asked.map((a) => failed.get(groupOf(a)) ?? found.get(`${groupOf(a)}\0${a.key}`));
+  }
+
+  /** The live versions of the given events: `placeKey(tenant, id)` -> rank -> placement. */
+  private async lookup(writes: readonly DocumentWrite[]): Promise<Map<string, Map<number, Placement>>> {
+    const byTenant = new Map<string, Set<string>>();
+    for (const w of writes) {
+      const ids = byTenant.get(w.tenant) ?? new Set<string>();
+      ids.add(w.op === 'put' ? w.doc.key : w.key);
+      byTenant.set(w.tenant, ids);
+    }
+    const out = new Map<string, Map<number, Placement>>();
+    const queries: Promise<void>[] = [];
+    for (const [tenant, set] of byTenant) {
+      const ids = [...set];
+      for (let i = 0; i < ids.length; i += this.lookupChunk) {
+        queries.push(
+          this.select<{ event_id: string; lifecycle_rank: number; vehicle_id: string; event_time: number; deleted: number }>(
+            eventPlacementsSql(this.database, tenant, ids.slice(i, i + this.lookupChunk)),
+          ).then((rows) => {
+            for (const r of rows) {
+              if (Number(r.deleted) !== 0) continue;
+              const k = placeKey(tenant, r.event_id);
+              const m = out.get(k) ?? new Map<number, Placement>();
+              m.set(Number(r.lifecycle_rank), { vehicle_id: r.vehicle_id, event_time: Number(r.event_time) });
+              out.set(k, m);
+            }
+          }),
+        );
+      }
+    }
+    await Promise.all(queries);
+    return out;
+  }
+
+  async write(writes: readonly DocumentWrite[]): Promise<void> {
+    if (writes.length === 0) return;
+    for (const w of writes) {
+      const kind = w.op === 'put' ? w.doc.kind : w.kind;
+      if (kind !== 'events') throw new AdapterError('clickhouse', `the ClickHouse event store keeps events only, not ${kind}`, { retryable: false });
+    }
+    const ids = new Set(writes.map((w) => placeKey(w.tenant, w.op === 'put' ? w.doc.key : w.key)));
+    if (ids.size === writes.length && writes.every((w) => w.op === 'put')) return this.writeNew(writes);
+    return this.writeInOrder(writes);
+  }
+
+  /** The otm_events row of a put, and where it sits. */
+  private liveRow(w: DocumentWrite & { op: 'put' }, now: number): EventRow {
+    const { doc, tenant } = w;
+    const acceptedAt = doc.stamp?.acceptedAt ?? now;
+    const cols = eventColumns(doc.value ?? parseDocument(doc.json), acceptedAt);
+    // Object.assign onto the fresh columns object: in V8 a spread ({ ...cols, ... }) of this many
+    // members is far slower, and it was the main cost of the worker in bulk ingest.
+    return Object.assign(cols, {
+      tenant,
+      event_id: doc.key,
+      lifecycle_rank: doc.lifecycleRank,
+      event_time: toSeconds(cols.event_time_ms),
+      accepted_at: acceptedAt,
+      version: this.nextVersion(),
+      deleted: 0 as const,
+      doc: doc.json,
+    });
+  }
+
+  /** A row that hides the version of `id` at `rank` that sits at `at` in otm_events. */
+  private tombstoneRow(tenant: string, id: string, rank: number, at: Placement, now: number): EventRow {
+    return {
+      ...EMPTY_COLUMNS,
+      tenant,
+      event_id: id,
+      lifecycle_rank: rank,
+      vehicle_id: at.vehicle_id,
+      event_time: at.event_time,
+      event_time_ms: at.event_time * 1000,
+      accepted_at: now,
+      version: this.nextVersion(),
+      deleted: 1,
+      doc: '',
+    };
+  }
+
+  private idRow(r: EventRow): IdRow {
+    const { tenant, event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted } = r;
+    return { tenant, kind: 'events', event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted };
+  }
+
+  /**
+   * `INSERT … FORMAT TabSeparated` (tsv.ts) with the rows streamed in small pieces. Given one
+   * string, the client would hold the whole insert (tens of megabytes for a large batch of events
+   * with their documents) and copy it once more into a socket buffer: fresh memory the kernel has
+   * to zero page by page, a large share of the telemetry worker's CPU in bulk ingest
+   * (docs/PERFORMANCE.md). Pieces stay in V8's young generation.
+   */
+  private async insert<R>(table: string, format: RowFormat<R>, values: readonly R[]): Promise<void> {
+    if (values.length === 0) return;
+    await this.run(async () => {
+      const query = `INSERT INTO ${table} (${format.columns.join(', ')}) FORMAT TabSeparated`;
+      const { stream } = await this.client.exec({ query, values: Readable.from(tsvPieces(values, format.line)) });
+      // The answer is empty; reading it to the end hands the socket back to the keep-alive pool.
+      for await (const _ of stream) {
+        // nothing to read
+      }
+    });
+  }
+
+  /**
+   * The common case, puts of distinct ids: their otm_events rows are inserted while the lookup
+   * runs (its answer is only needed for the rare event that moved to another vehicle or time,
+   * whose old row then gets a tombstone); the id index is written last, as it is what GET and the
+   * next lookup trust, so a failure before it is repaired by the replay of the batch.
+   */
+  private async writeNew(writes: readonly DocumentWrite[]): Promise<void> {
+    const now = Date.now();
+    const rows = writes.map((w) => this.liveRow(w as DocumentWrite & { op: 'put' }, now));
+    const [state] = await Promise.all([this.lookup(writes), this.insert(this.events, EVENT_FORMAT, rows)]);
+    const tombstones: EventRow[] = [];
+    for (const r of rows) {
+      const before = state.get(placeKey(r.tenant, r.event_id))?.get(r.lifecycle_rank);
+      if (before && (before.vehicle_id !== r.vehicle_id || before.event_time !== r.event_time)) {
+        tombstones.push(this.tombstoneRow(r.tenant, r.event_id, r.lifecycle_rank, before, now));
+      }
+    }
+    await this.insert(this.events, EVENT_FORMAT, tombstones);
+    await this.insert(this.ids, ID_FORMAT, rows.map((r) => this.idRow(r)));
+  }
+
+  /** Any mix of puts and deletes, also of one id several times: applied one after the other. */
+  private async writeInOrder(writes: readonly DocumentWrite[]): Promise<void> {
+    const state = await this.lookup(writes);
+    const now = Date.now();
+    const eventRows: EventRow[] = [];
+    const idRows: IdRow[] = [];
+    const tombstone = (tenant: string, id: string, rank: number, at: Placement) => {
+      const row = this.tombstoneRow(tenant, id, rank, at, now);
+      eventRows.push(row);
+      return row;
+    };
+    for (const w of writes) {
+      if (w.op === 'delete') {
+        const k = placeKey(w.tenant, w.key);
+        for (const [rank, at] of state.get(k) ?? []) idRows.push(this.idRow(tombstone(w.tenant, w.key, rank, at)));
+        state.delete(k);
+        continue;
+      }
+      const k = placeKey(w.tenant, w.doc.key);
+      const versions = state.get(k) ?? new Map<number, Placement>();
+      const before = versions.get(w.doc.lifecycleRank);
+      const row = this.liveRow(w, now);
+      // The event moved (another vehicle or time): its old row in otm_events must go. The id
+      // index needs no tombstone: the new row's entry replaces the old one.
+      if (before && (before.vehicle_id !== row.vehicle_id || before.event_time !== row.event_time)) {
+        tombstone(w.tenant, w.doc.key, w.doc.lifecycleRank, before);
+      }
+      eventRows.push(row);
+      idRows.push(this.idRow(row));
+      versions.set(w.doc.lifecycleRank, { vehicle_id: row.vehicle_id, event_time: row.event_time });
+      state.set(k, versions);
+    }
+    await this.insert(this.events, EVENT_FORMAT, eventRows);
+    await this.insert(this.ids, ID_FORMAT, idRows);
+  }
+
+  /** Drops the database with its tables (tests, tear-down of a tenant-less scratch database). */
+  async dropDatabase(): Promise<void> {
+    await this.run(() => this.client.command({ query: `DROP DATABASE IF EXISTS ${this.database}` }));
+  }
+
+  /** Runs a SELECT and returns its rows (for tests and tools; the SQL is taken as written). */
+  async query<T = Record<string, unknown>>(sql: string): Promise<T[]> {
+    return this.select<T>(sql);
+  }
+
+  async ready(): Promise<boolean> {
+    try {
+      return (await this.client.ping()).success;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.client.close();
+  }
+}

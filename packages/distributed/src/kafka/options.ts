@@ -1,0 +1,172 @@
+/**
+ * The Kafka adapter's settings: what a caller may set (`KafkaBusOptions`, `KafkaConsumerSettings`),
+ * their defaults (`resolveOptions`), and the kafkajs client, producer and consumer configurations
+ * made from them. Nothing here talks to Kafka.
+ */
+import { logLevel as KafkaLogLevel, type ConsumerConfig, type KafkaConfig, type LogEntry, type ProducerConfig } from 'kafkajs';
+import type { Logger } from '@otm/core';
+
+export interface KafkaConsumerSettings {
+  /** Group session timeout (ms). Default 30000; tests: 3000. */
+  readonly sessionTimeout?: number;
+  /** Heartbeat interval (ms). Default 3000; tests: 500. */
+  readonly heartbeatInterval?: number;
+  /** Longest a fetch waits for data (ms). Default 500; tests: 100. */
+  readonly maxWaitTimeInMs?: number;
+  /** Time members have to rejoin during a rebalance (ms). Default 60000; tests: 3000. */
+  readonly rebalanceTimeout?: number;
+  /** Partitions handled at once by one consumer. Default 1. */
+  readonly partitionsConsumedConcurrently?: number;
+  /** Largest chunk handed to a handler. Default 5000 messages. */
+  readonly maxBatch?: number;
+  /** Backoff between retries of a failed chunk: first and largest delay (ms). Default 200 / 10000. */
+  readonly retryInitialMs?: number;
+  readonly retryMaxMs?: number;
+  /** A new group starts from the earliest retained message (default true: a new worker group must not skip messages). */
+  readonly fromBeginning?: boolean;
+}
+
+export interface KafkaBusOptions {
+  readonly brokers: readonly string[];
+  readonly clientId?: string;
+  /** pino logger for kafkajs' own messages; without one kafkajs logs nothing. */
+  readonly logger?: Logger;
+  /** Bound on a publish (ms): after it, publish rejects with a 503. Default 5000. */
+  readonly publishTimeoutMs?: number;
+  /**
+   * How long a publish waits for others to share its produce request (ms; like Kafka's
+   * `linger.ms`). Larger record batches are cheaper for brokers and consumers. Default 5.
+   */
+  readonly lingerMs?: number;
+  /**
+   * Most bytes of messages (keys and values) in one produce request; a publish larger than that
+   * goes in several requests, one after the other. Kafka refuses a record batch larger than its
+   * `message.max.bytes` (1 MB by default), and the messages of one partition travel in one batch:
+   * without this bound a bulk request of many events of one vehicle could never be accepted by a
+   * real broker. A single message larger than this goes alone. Default 1,000,000 (like the Java
+   * producer's `max.request.size`).
+   */
+  readonly maxRequestBytes?: number;
+  /** Bound on ready() (ms). Default 2000. */
+  readonly readyTimeoutMs?: number;
+  /** Seconds a client is told to wait (Retry-After) when Kafka is unavailable. Default 5. */
+  readonly retryAfterSeconds?: number;
+  /** Socket connection timeout (ms). Default 3000. */
+  readonly connectionTimeout?: number;
+  readonly consumer?: KafkaConsumerSettings;
+}
+
+/**
+ * Consumer settings for tests on the librdkafka mock cluster, whose group rejoin takes about
+ * `sessionTimeout` less a second (test/infra/README.md, "Quirks").
+ */
+export const FAST_CONSUMER_SETTINGS: KafkaConsumerSettings = Object.freeze({
+  sessionTimeout: 3000,
+  rebalanceTimeout: 3000,
+  heartbeatInterval: 500,
+  maxWaitTimeInMs: 100,
+  retryInitialMs: 50,
+  retryMaxMs: 500,
+});
+
+const PRODUCTION_CONSUMER_SETTINGS = {
+  sessionTimeout: 30_000,
+  heartbeatInterval: 3_000,
+  maxWaitTimeInMs: 500,
+  rebalanceTimeout: 60_000,
+  partitionsConsumedConcurrently: 1,
+  maxBatch: 5_000,
+  retryInitialMs: 200,
+  retryMaxMs: 10_000,
+  fromBeginning: true,
+} satisfies Required<KafkaConsumerSettings>;
+
+/** The settings the bus works with, defaults filled in. */
+export interface ResolvedKafkaOptions {
+  readonly publishTimeoutMs: number;
+  readonly retryAfterSeconds: number;
+  readonly lingerMs: number;
+  readonly maxRequestBytes: number;
+  readonly readyTimeoutMs: number;
+  readonly consumer: Required<KafkaConsumerSettings>;
+}
+
+export function resolveOptions(opts: KafkaBusOptions): ResolvedKafkaOptions {
+  return {
+    publishTimeoutMs: opts.publishTimeoutMs ?? 5_000,
+    retryAfterSeconds: opts.retryAfterSeconds ?? 5,
+    lingerMs: opts.lingerMs ?? 5,
+    maxRequestBytes: opts.maxRequestBytes ?? 1_000_000,
+    readyTimeoutMs: opts.readyTimeoutMs ?? 2_000,
+    consumer: { ...PRODUCTION_CONSUMER_SETTINGS, ...(opts.consumer ?? {}) },
+  };
+}
+
+/** The kafkajs client's configuration. */
+export function clientConfig(opts: KafkaBusOptions, resolved: ResolvedKafkaOptions): KafkaConfig {
+  return {
+    clientId: opts.clientId ?? 'otm',
+    brokers: [...opts.brokers],
+    connectionTimeout: opts.connectionTimeout ?? 3_000,
+    // A request may not outlive a publish: the publish's own bound is the hard one, this frees sockets.
+    requestTimeout: Math.max(1_000, resolved.publishTimeoutMs),
+    retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 },
+    ...(opts.logger ? { logLevel: pinoToKafkaLevel(opts.logger), logCreator: logCreator(opts.logger) } : { logLevel: KafkaLogLevel.NOTHING }),
+  };
+}
+
+/** The producer's configuration (one producer per bus). */
+export function producerConfig(): ProducerConfig {
+  return {
+    // Idempotence would be right for production Kafka (no duplicates on producer retries), but
+    // the librdkafka mock used in tests refuses it ("Broker 0 not found"); duplicates are
+    // harmless here anyway because every worker write is idempotent.
+    idempotent: false,
+    allowAutoTopicCreation: true,
+    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+  };
+}
+
+/** The configuration of one group member (one per subscription). */
+export function consumerConfig(group: string, s: Required<KafkaConsumerSettings>): ConsumerConfig {
+  return {
+    groupId: group,
+    // A whole record batch must fit in one fetch (the librdkafka mock never splits one).
+    maxBytesPerPartition: 16 * 1024 * 1024,
+    maxBytes: 64 * 1024 * 1024,
+    sessionTimeout: s.sessionTimeout,
+    heartbeatInterval: s.heartbeatInterval,
+    maxWaitTimeInMs: s.maxWaitTimeInMs,
+    rebalanceTimeout: s.rebalanceTimeout,
+    allowAutoTopicCreation: true,
+  };
+}
+
+/** kafkajs' log levels onto a pino logger. */
+function logCreator(logger: Logger) {
+  return () =>
+    ({ level, log }: LogEntry) => {
+      const { message, ...extra } = log;
+      const obj = { kafka: extra };
+      if (level === KafkaLogLevel.ERROR) logger.error(obj, message);
+      else if (level === KafkaLogLevel.WARN) logger.warn(obj, message);
+      else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
+      else logger.debug(obj, message);
+    };
+}
+
+const pinoToKafkaLevel = (logger: Logger): KafkaLogLevel => {
+  switch (logger.level) {
+    case 'debug':
+    case 'trace':
+      return KafkaLogLevel.DEBUG;
+    case 'info':
+      return KafkaLogLevel.INFO;
+    case 'warn':
+      return KafkaLogLevel.WARN;
+    case 'silent':
+      return KafkaLogLevel.NOTHING;
+    default:
+      return KafkaLogLevel.ERROR;
+  }
+};

@@ -1,0 +1,77 @@
+/** Which ClickHouse failures a retry can help (no I/O): the error texts of 18.16 and of a current ClickHouse, and the SQL builders' refusals. */
+import { describe, expect, it } from 'vitest';
+import { AdapterError, OtmServiceError } from '@otm/core';
+import { ClickHouseEventStore, eventGetSql, eventPlacementsSql, eventStoreDdl } from '../../src/index.js';
+import { clickhouseErrorCode, clickhouseFailure } from '../../src/clickhouse/errors.js';
+
+/** What @clickhouse/client hands on for a current ClickHouse: an Error with the parsed `code` and `type`. */
+const current = (code: string, type: string, message: string) => Object.assign(new Error(message), { code, type });
+
+describe('clickhouseFailure', () => {
+  it.each([
+    ['Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \\t before: NaN, e.what() = DB::Exception'],
+    ['Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (at row 1), e.what() = DB::Exception'],
+    ['Code: 62, e.displayText() = DB::Exception: Syntax error: failed at position 1, e.what() = DB::Exception'],
+    ['Code: 47, e.displayText() = DB::Exception: Unknown identifier: nope, e.what() = DB::Exception'],
+  ])('18.16 refusing the request as malformed: not retryable (%s)', (text) => {
+    const e = clickhouseFailure(new Error(text));
+    expect(e).toBeInstanceOf(AdapterError);
+    expect(e).toMatchObject({ adapter: 'clickhouse', retryable: false, message: `refused as malformed: ${text}` });
+  });
+
+  it('a current ClickHouse refusing the request as malformed: not retryable', () => {
+    const e = clickhouseFailure(current('27', 'CANNOT_PARSE_INPUT_ASSERTION_FAILED', 'Cannot parse input'));
+    expect(e).toMatchObject({ name: 'AdapterError', retryable: false });
+  });
+
+  it.each([
+    [new Error('connect ECONNREFUSED 127.0.0.1:1')],
+    [new Error('Timeout error.')],
+    [new Error('socket hang up')],
+    [new Error("Code: 60, e.displayText() = DB::Exception: Table otm.otm_events doesn't exist., e.what() = DB::Exception")],
+    [new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded, e.what() = DB::Exception')],
+    [current('252', 'TOO_MANY_PARTS', 'Too many parts')],
+    ['a string'],
+  ])('anything else is a retryable 503 (%s)', (failure) => {
+    const e = clickhouseFailure(failure);
+    expect(e).toBeInstanceOf(OtmServiceError);
+    expect(e).toMatchObject({ status: 503, retryable: true, cause: failure });
+  });
+
+  it('an error classified already is kept as it is', () => {
+    const own = new AdapterError('clickhouse', 'eventGetSql: no ids', { retryable: false });
+    expect(clickhouseFailure(own)).toBe(own);
+  });
+
+  it('clickhouseErrorCode reads both formats, and nothing else', () => {
+    expect(clickhouseErrorCode(new Error('Code: 62, e.displayText() = DB::Exception: Syntax error'))).toBe(62);
+    expect(clickhouseErrorCode(new Error('Code: 62. DB::Exception: Syntax error (SYNTAX_ERROR)'))).toBe(62);
+    expect(clickhouseErrorCode(current('62', 'SYNTAX_ERROR', 'Syntax error'))).toBe(62);
+    expect(clickhouseErrorCode(Object.assign(new Error('x'), { code: 'ECONNREFUSED' }))).toBeUndefined();
+    expect(clickhouseErrorCode(new Error('the server said Code: 62, somewhere'))).toBeUndefined();
+  });
+});
+
+describe('the SQL builders', () => {
+  it('refuse what they cannot write safely with non-retryable AdapterErrors', () => {
+    const refused = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    };
+    for (const f of [
+      () => eventStoreDdl('otm; DROP'),
+      () => eventGetSql('otm', 't', []),
+      () => eventGetSql('otm', 't', ['a'], -1),
+      () => eventPlacementsSql('otm', 't', []),
+      () => new ClickHouseEventStore({ url: 'http://127.0.0.1:1', database: 'a.b' }),
+    ]) {
+      const e = refused(f);
+      expect(e).toBeInstanceOf(AdapterError);
+      expect(e).toMatchObject({ adapter: 'clickhouse', retryable: false });
+    }
+  });
+});

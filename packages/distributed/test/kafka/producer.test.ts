@@ -1,0 +1,16 @@
+/** Produce requests under their bounds (no I/O). */
+import { describe, expect, it } from 'vitest';
+import { produceChunks } from '../../src/index.js';
+
+describe('producer', () => {
+  it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
+    const m = (key: string, size: number) => ({ key, value: 'v'.repeat(size) });
+    const msgs = [m('a', 40), m('b', 40), m('c', 500), m('d', 10), m('e', 10), m('f', 10)];
+    // 32 bytes of framing a record: a, b are 73 bytes each.
+    const chunks = produceChunks(msgs, 2, 160);
+    expect(chunks.map((c) => c.map((x) => x.key).join(''))).toEqual(['ab', 'c', 'de', 'f']);
+    expect(produceChunks(msgs, 10, 10_000).map((c) => c.length)).toEqual([6]);
+    expect(produceChunks([], 10, 100)).toEqual([]);
+    expect(produceChunks([{ key: 'k', value: Buffer.alloc(300) }], 10, 100).map((c) => c.length)).toEqual([1]);
+  });
+});

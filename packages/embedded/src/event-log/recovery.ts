@@ -1,0 +1,228 @@
+/**
+ * What the event log does at start, before it answers anything: it brings the index and the
+ * segment files back to one consistent log.
+ *
+ * - Generations: of each segment, the generation the index names is kept and the others are
+ *   removed (left by a compaction that a stop cut short: before its LMDB commit the new one, after
+ *   it the old one). A move of index entries to a new generation that a `moving` mark says was
+ *   under way is finished first (`rollForward`).
+ * - Replay: the log is replayed into the index from the index's checkpoint, so an index behind the
+ *   log after a crash (its last changes not committed yet) catches up.
+ * - Torn tail: a record at the tail of the last segment that is not whole (a write cut off by a
+ *   crash: never answered, because its write never returned) is cut off, with a warning.
+ *
+ * Invariant: damage anywhere else (a record that is not whole before the end of the log, a
+ * generation the index names that is missing) is never repaired by guessing: the start is refused
+ * with an AdapterError that is not retryable, since the same start would fail again.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Database, RootDatabase } from 'lmdb';
+import { AdapterError } from '@otm/core';
+import { RANKS_DOWN } from '../keys.js';
+import { CHECKPOINT, decodePos, encodePos } from './index-writer.js';
+import { eventLogBytes } from './metrics.js';
+import { HEADER, OP_DELETE, OP_PUT, readRecordSync } from './record.js';
+import { GONE, SEGMENT_NAME, genKey, movingKey, segmentName, type SegmentFiles } from './segments.js';
+
+export interface RecoveryContext {
+  /** The LMDB environment, for the synchronous transactions of the start. */
+  readonly root: RootDatabase;
+  readonly index: Database<Buffer, string>;
+  readonly meta: Database<string, string>;
+  readonly segments: SegmentFiles;
+  readonly warn: ((message: string) => void) | undefined;
+}
+
+/** The log is damaged in a way no start can repair: not retryable. */
+const damaged = (message: string) => new AdapterError('event-log', message, { retryable: false });
+
+/**
+ * At start: replays the log from the index's checkpoint (an index behind the log catches up) and
+ * cuts a torn record off the tail of the last segment. Returns the end of the log (`seg:offset`),
+ * up to which the index now covers it, durably.
+ */
+export function recover(ctx: RecoveryContext): string {
+  const { segments } = ctx;
+  const segs = pickGenerations(ctx);
+  segments.segs = [...segs];
+  if (segs.length === 0) {
+    segments.seg = segments.create(1);
+    segments.size = 0;
+  } else {
+    const [cpSeg, cpOff] = (ctx.meta.get(CHECKPOINT) ?? `${segs[0]}:0`).split(':').map(Number) as [number, number];
+    for (const n of segs) {
+      if (n < cpSeg) continue;
+      const last = n === segs[segs.length - 1];
+      const end = replay(ctx, n, n === cpSeg ? cpOff : 0, last);
+      if (last) {
+        segments.seg = n;
+        segments.size = end;
+      }
+    }
+    ctx.root.transactionSync(() => ctx.meta.putSync(CHECKPOINT, `${segments.seg}:${segments.size}`));
+  }
+  eventLogBytes.set(
+    fs
+      .readdirSync(segments.dir)
+      .filter((f) => SEGMENT_NAME.test(f))
+      .reduce((a, f) => a + fs.statSync(path.join(segments.dir, f)).size, 0),
+  );
+  return `${segments.seg}:${segments.size}`;
+}
+
+/**
+ * Finds the segment files and the generation of each that the index names; removes the other
+ * generations (left by a compaction that a stop cut short: before its LMDB commit the new one,
+ * after it the old one). Returns the segment numbers in log order.
+ */
+function pickGenerations(ctx: RecoveryContext): number[] {
+  const { meta, segments } = ctx;
+  const files = new Map<number, Map<number, string>>();
+  for (const f of fs.readdirSync(segments.dir)) {
+    const m = SEGMENT_NAME.exec(f);
+    if (!m) continue;
+    const n = Number(m[1]);
+    const byGen = files.get(n) ?? new Map<number, string>();
+    byGen.set(m[2] === undefined ? 0 : Number(m[2]), f);
+    files.set(n, byGen);
+  }
+  let removed = false;
+  const marks: [string, string][] = [];
+  const remove = (f: string) => {
+    fs.unlinkSync(path.join(segments.dir, f));
+    ctx.warn?.(`event log: removed ${f}, left by a compaction that a stop cut short`);
+    removed = true;
+  };
+  for (const [n, byGen] of files) {
+    const want = meta.get(genKey(n));
+    if (want === GONE) {
+      byGen.forEach(remove);
+      continue;
+    }
+    // Without a mark (a segment never compacted, or an index lost with its marks) the lowest
+    // generation: the older one is whole until the newer is named by the index, and either
+    // holds every event that was live in the segment.
+    let gen = want === undefined ? Math.min(...byGen.keys()) : Number(want);
+    if (!byGen.has(gen)) {
+      throw damaged(`event log: segment ${n} is generation ${gen} by the index, but ${segmentName(n, gen)} is missing; the log is damaged`);
+    }
+    // A move to a new generation that a stop cut short: index entries point at both; finish it.
+    const moving = meta.get(movingKey(n));
+    if (moving !== undefined) {
+      const to = Number(moving);
+      if (!byGen.has(to)) throw damaged(`event log: segment ${n} was being moved to ${segmentName(n, to)}, which is missing; the log is damaged`);
+      rollForward(ctx, n, gen, to);
+      // Named as the segment's before the old file goes: a stop in between finds a whole log.
+      ctx.root.transactionSync(() => {
+        meta.putSync(genKey(n), String(to));
+        meta.removeSync(movingKey(n));
+      });
+      gen = to;
+    } else if (want === undefined && gen > 0) marks.push([genKey(n), String(gen)]);
+    for (const [g, f] of byGen) if (g !== gen) remove(f);
+    segments.gens.set(n, gen);
+  }
+  if (removed) segments.syncDir();
+  // Segments that compaction removed whole: their files are gone, their mark can go too; and so
+  // can the mark of a move whose segment has no file left.
+  const stale = [
+    ...[...meta.getRange({ start: 'gen:', end: 'gen;' })].filter((e) => e.value === GONE).map((e) => e.key),
+    ...[...meta.getRange({ start: 'moving:', end: 'moving;' })].map((e) => e.key),
+  ];
+  if (stale.length > 0 || marks.length > 0) {
+    ctx.root.transactionSync(() => {
+      stale.forEach((k) => meta.removeSync(k));
+      marks.forEach(([k, v]) => meta.putSync(k, v));
+    });
+  }
+  return [...segments.gens.keys()].sort((a, b) => a - b);
+}
+
+/**
+ * At start, finishes a compaction's move of segment `n` from generation `from` to `to` that a
+ * stop cut short: every index entry that still points at `from` points at the same record in
+ * `to` afterwards (the new generation holds a copy of each record the move was to take over).
+ */
+function rollForward(ctx: RecoveryContext, n: number, from: number, to: number): void {
+  const { index } = ctx;
+  const name = segmentName(n, to);
+  const fd = fs.openSync(path.join(ctx.segments.dir, name), 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const head = Buffer.allocUnsafe(HEADER);
+    let batch: [string, Buffer][] = [];
+    let moved = 0;
+    const apply = () => {
+      const todo = batch;
+      batch = [];
+      ctx.root.transactionSync(() => todo.forEach(([k, v]) => index.putSync(k, v)));
+    };
+    for (let at = 0; at < size; ) {
+      const body = readRecordSync(fd, at, size, head);
+      if (typeof body === 'string') throw damaged(`event log ${name}: ${body} at byte ${at} of ${size} in a compacted segment; the log is damaged`);
+      const kb = body.readUInt16LE(1);
+      if (body[0] === OP_PUT) {
+        const k = body.toString('utf8', 3, 3 + kb);
+        const raw = index.get(k);
+        const pos = raw === undefined ? undefined : decodePos(raw);
+        if (pos !== undefined && pos.seg === n && pos.gen === from) {
+          batch.push([k, encodePos({ seg: n, gen: to, off: at + HEADER + 3 + kb, len: body.length - 3 - kb })]);
+          moved++;
+          if (batch.length >= 10_000) apply();
+        }
+      }
+      at += HEADER + body.length;
+    }
+    apply();
+    ctx.warn?.(`event log: finished moving segment ${n}'s index to ${name} (${moved} entries), which a stop had cut short`);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Applies segment `n` from `from` to the index; returns where its last whole record ends. */
+function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): number {
+  const { index, segments } = ctx;
+  const fd = segments.fdOf(n);
+  const fileSize = fs.fstatSync(fd).size;
+  let at = from;
+  let batch: (() => void)[] = [];
+  const apply = () => {
+    if (batch.length === 0) return;
+    const todo = batch;
+    batch = [];
+    ctx.root.transactionSync(() => todo.forEach((f) => f()));
+  };
+  const head = Buffer.allocUnsafe(HEADER);
+  const name = segmentName(n, segments.genOf(n));
+  while (at < fileSize) {
+    const torn = (why: string) => {
+      if (!last) throw damaged(`event log ${name}: ${why} at byte ${at} of ${fileSize}, not at the end of the log; the log is damaged`);
+      ctx.warn?.(`event log ${name}: ${why} at byte ${at}; cutting off the last ${fileSize - at} bytes (a write cut off by a crash, never acknowledged)`);
+      fs.ftruncateSync(fd, at);
+      fs.fsyncSync(fd);
+    };
+    const body = readRecordSync(fd, at, fileSize, head);
+    if (typeof body === 'string') {
+      torn(body);
+      break;
+    }
+    const len = body.length;
+    const kb = body.readUInt16LE(1);
+    const k = body.toString('utf8', 3, 3 + kb);
+    if (body[0] === OP_PUT) {
+      const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + 3 + kb, len: len - 3 - kb });
+      batch.push(() => index.putSync(k, value));
+    } else if (body[0] === OP_DELETE) {
+      batch.push(() => RANKS_DOWN.forEach((r) => index.removeSync(k + r)));
+    } else {
+      torn(`an unknown operation ${body[0]}`);
+      break;
+    }
+    at += HEADER + len;
+    if (batch.length >= 10_000) apply();
+  }
+  apply();
+  return at;
+}

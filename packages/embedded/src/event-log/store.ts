@@ -1,0 +1,162 @@
+/**
+ * The embedded event store: telemetry events appended to a log of segment files, with a small
+ * index (event key -> where its document lies in the log) in LMDB. This class ties the parts
+ * together; each has its own module: the record format (record.ts), the segment files
+ * (segments.ts), group commit (group-commit.ts), the index (index-writer.ts), what a start does
+ * (recovery.ts) and compaction (compaction.ts).
+ *
+ * Why not the documents themselves in LMDB: LMDB maps its file into the process, so every page the
+ * service writes or reads counts in its resident size (RSS), which then grows with the data; and a
+ * write would be answered only after lmdb's commit and its flush. Here the documents are written
+ * with `write(2)` and read with `pread(2)`: they stay in the kernel's page cache, not in the
+ * process; only the index, a key and a position an event, is mapped.
+ *
+ * Durability: a `write` resolves once its records are in the log, written with O_DSYNC (on the
+ * disk when the write returns). Writes that arrive while a log write is under way share the next
+ * one (group commit), so under load one sync answers many writes. The index is updated only after
+ * the log write, gathered into one LMDB commit that no answer waits for (reads see the new
+ * positions at once until it commits); it records how far into the log it has been applied (the
+ * checkpoint, in the same LMDB transaction as the entries it covers). At start the log is replayed
+ * from the checkpoint into the index, so an index behind the log after a crash catches up, and a
+ * torn record at the tail of the log (a write cut off by a crash: never answered, because its write
+ * never returned) is cut off.
+ */
+import fs from 'node:fs';
+import type { Database, RootDatabase } from 'lmdb';
+import type { KindSegment } from '@otm/model';
+import { AdapterError, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
+import { prefixOf, ranksToTry } from '../keys.js';
+import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
+import { GroupCommit, type Pending } from './group-commit.js';
+import { IndexEntry, IndexWriter, type IndexOp } from './index-writer.js';
+import { eventLogRecords } from './metrics.js';
+import { encodeRecords } from './record.js';
+import { recover } from './recovery.js';
+import { DEFAULT_SEGMENT_BYTES, SegmentFiles } from './segments.js';
+
+export interface EventLogOptions {
+  /** Where the segment files are (created if missing). */
+  readonly dir: string;
+  /** The LMDB environment that holds the index (with the entity store's databases). */
+  readonly root: RootDatabase;
+  readonly segmentBytes?: number;
+  /** Most segment files kept open at once (default 256; at least 2). */
+  readonly maxOpenSegments?: number;
+  /** Told what recovery found (a torn tail cut off, a compaction cut short). */
+  readonly warn?: (message: string) => void;
+  readonly compaction?: CompactionOptions;
+}
+
+export class LogEventStore implements EventStore {
+  /** Writes are encoded and queued in call order, and the queue is written and indexed in order. */
+  readonly appliesInCallOrder = true;
+
+  private readonly index: Database<Buffer, string>;
+  private readonly meta: Database<string, string>;
+  private readonly segments: SegmentFiles;
+  private readonly writer: IndexWriter;
+  private readonly commits: GroupCommit;
+  private readonly compactor: Compactor;
+  private closed = false;
+
+  constructor(private readonly opts: EventLogOptions) {
+    this.index = opts.root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
+    this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
+    fs.mkdirSync(opts.dir, { recursive: true });
+    this.segments = new SegmentFiles({
+      dir: opts.dir,
+      segmentBytes: opts.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+      maxOpen: Math.max(2, opts.maxOpenSegments ?? 256),
+      // Undefined while recovery runs: compaction is made after it, and its first look is due anyway.
+      onSeal: () => this.compactor?.changed(),
+    });
+    this.writer = new IndexWriter(this.index, this.meta, opts.warn);
+    this.commits = new GroupCommit((group) => this.append(group));
+    try {
+      this.writer.start(recover({ root: opts.root, index: this.index, meta: this.meta, segments: this.segments, warn: opts.warn }));
+    } catch (e) {
+      this.segments.closeAll();
+      throw e;
+    }
+    this.compactor = new Compactor({
+      index: this.index,
+      meta: this.meta,
+      segments: this.segments,
+      writer: this.writer,
+      options: opts.compaction,
+      warn: opts.warn,
+      closed: () => this.closed,
+    });
+  }
+
+  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
+    const prefix = prefixOf(tenant, kind, key);
+    for (const r of ranksToTry(lifecycleRank)) {
+      const pos = this.writer.lookup(prefix + r);
+      if (pos === undefined || pos.len < 0) continue;
+      // The descriptor is taken in the same turn as the position: compaction removes a generation's
+      // file only once no position names it, and closes a descriptor only once no read uses it.
+      const read = this.segments.read(pos);
+      const bytes = Buffer.isBuffer(read) ? read : await read;
+      return { kind, key, lifecycleRank: r, json: bytes.toString('utf8'), bytes };
+    }
+    return undefined;
+  }
+
+  /** Resolves once the events are in the log, on the disk. */
+  write(writes: readonly DocumentWrite[]): Promise<void> {
+    if (writes.length === 0) return Promise.resolve();
+    // Closed by a shutdown: the same write can be made again to the process that opens the store next.
+    if (this.closed) return Promise.reject(new AdapterError('event-log', 'event store closed', { retryable: true }));
+    let encoded: { buf: Buffer; ops: IndexOp[] };
+    try {
+      encoded = encodeRecords(writes);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.commits.add(encoded.buf, encoded.ops);
+  }
+
+  /** Appends one group to the log (durable when this resolves), then queues its index changes. */
+  private async append(group: readonly Pending[]): Promise<void> {
+    const placed = await this.segments.append(group.map((p) => p.buf));
+    eventLogRecords.inc(group.reduce((a, p) => a + p.ops.length, 0));
+
+    // The group is durable: readable from here on, and queued for the index.
+    for (let i = 0; i < group.length; i++) {
+      const { seg: n, off } = placed[i]!;
+      for (const op of group[i]!.ops) {
+        if (op instanceof IndexEntry) {
+          op.seg = n;
+          op.gen = this.segments.genOf(n);
+          op.off = off + op.at;
+          this.writer.put(op);
+        } else {
+          this.compactor.changed();
+          this.writer.delete(op.prefix);
+        }
+      }
+    }
+    this.writer.covered(`${this.segments.seg}:${this.segments.size}`);
+  }
+
+  /** Compacts the sealed segments worth it (compaction.ts); one compaction runs at a time. */
+  compact(minDeadRatio?: number): Promise<CompactionResult> {
+    return this.compactor.compact(minDeadRatio);
+  }
+
+  async ready(): Promise<boolean> {
+    return !this.closed;
+  }
+
+  /** Waits for queued writes, then for the index to commit, and closes the segment files. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.compactor.stop();
+    await this.commits.idle();
+    await this.writer.flush();
+    await this.opts.root.flushed;
+    this.segments.closeAll();
+  }
+}

@@ -1,0 +1,46 @@
+/** The LMDB index of the event log: what happens when LMDB does not commit it. */
+import { describe, expect, it } from 'vitest';
+import { AdapterError } from '@otm/core';
+import { doc, failCommits, put, useTempStores, value, withLmdb } from './helpers.js';
+
+const { tmp, openAt, closeIt } = useTempStores();
+
+describe('event log index', () => {
+  it('when LMDB fails to commit the index, answered events stay readable and the next start indexes them from the log', async () => {
+    const dir = tmp();
+    const warnings: string[] = [];
+    const s = openAt(dir, { warn: (m) => warnings.push(m) });
+    await s.events.write([put('before', doc(1))]);
+    await new Promise((r) => setTimeout(r, 50)); // 'before' is in the index and the checkpoint after it
+    // From here on every LMDB commit of the index fails (a full disk under LMDB, say).
+    const restore = failCommits(s);
+    await s.events.write([put('during', doc(2))]);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
+    expect(await value('otm_event_index_failed')).toBe(1);
+    expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
+    // Later index commits succeed again; the checkpoint must still not move past 'during'.
+    restore();
+    await s.events.write([put('after', doc(3))]);
+    await closeIt(s);
+    const again = openAt(dir);
+    for (const [k, i] of [['before', 1], ['during', 2], ['after', 3]] as const) expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
+  });
+
+  it('reads positions of 16 bytes only: another value is a damaged index, a non-retryable AdapterError', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    await s.events.write([put('k', doc(1))]);
+    await closeIt(s);
+    await withLmdb(dir, (root) => {
+      const index = root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
+      const entries = [...index.getRange({})].map(({ key, value: v }) => [key, Buffer.from(v)] as const);
+      expect(entries.map(([, v]) => v.length)).toEqual([16]);
+      root.transactionSync(() => entries.forEach(([k, v]) => index.putSync(k, v.subarray(0, 12))));
+    });
+    const again = openAt(dir);
+    const refused = await again.events.get('t', 'events', 'k').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(AdapterError);
+    expect(refused).toMatchObject({ adapter: 'event-log', retryable: false, message: expect.stringMatching(/12 bytes.*damaged/) });
+  });
+});
