@@ -4,9 +4,10 @@
  * Field paths in errors: dotted members from the document root, array indices in brackets, member
  * names that are not plain identifiers as JSON strings in brackets, the root itself as `$`:
  * `vehicle.entity.fuel`, `actions[0].entity.location.entity.geoReference.lat`,
- * `externalAttributes["odd.name"]`. See README.md for the validation policy.
+ * `externalAttributes["odd.name"]`; a member name of more than 64 characters is shortened to its first
+ * 60 and `...`. See README.md for the validation policy.
  */
-import { compiled, validateAgainst, type OtmError } from './validate.js';
+import { clip, compiled, validateAgainst, type OtmError } from './validate.js';
 import { ENTITY_TYPES_OF_KIND, isKindSegment, kindInfo, type KindInfo, type KindSegment } from './kinds.js';
 import { PATCH_SUFFIX } from './transform.js';
 import type {
@@ -15,7 +16,7 @@ import type {
 } from './generated/types.js';
 
 export type { OtmError } from './validate.js';
-export { MAX_ERRORS } from './validate.js';
+export { MAX_ERRORS, MAX_ANSWER_CHARS } from './validate.js';
 export { MODEL, type ModelData, type ModelSchema } from './model-data.js';
 export { KINDS, isKindSegment, detectKind, kindOfEntityType, type KindInfo, type KindSegment } from './kinds.js';
 export {
@@ -50,7 +51,7 @@ function precheck(kind: KindSegment, info: KindInfo, doc: unknown, what: string,
       return [{
         type: 'invalidField',
         field: 'entityType',
-        message: `entityType '${et}' does not match the kind of ${where}: ${kind} expects ${kindWord[kind] ?? `'${info.entityType}'`}`,
+        message: `entityType '${clip(et)}' does not match the kind of ${where}: ${kind} expects ${kindWord[kind] ?? `'${info.entityType}'`}`,
       }];
     }
   }
@@ -63,7 +64,7 @@ function precheck(kind: KindSegment, info: KindInfo, doc: unknown, what: string,
  */
 export function validateEntity(kind: KindSegment, doc: unknown): OtmError[] {
   try {
-    if (!isKindSegment(kind)) return [{ type: 'invalidField', field: '$', message: `unknown entity kind '${String(kind)}'` }];
+    if (!isKindSegment(kind)) return [{ type: 'invalidField', field: '$', message: `unknown entity kind '${clip(String(kind))}'` }];
     const info = kindInfo(kind);
     return precheck(kind, info, doc, 'the body', 'this path') ?? validateAgainst(info.schema, doc);
   } catch {
@@ -83,7 +84,7 @@ export function validateEntity(kind: KindSegment, doc: unknown): OtmError[] {
  */
 export function validatePatch(kind: KindSegment, patch: unknown): OtmError[] {
   try {
-    if (!isKindSegment(kind)) return [{ type: 'invalidField', field: '$', message: `unknown entity kind '${String(kind)}'` }];
+    if (!isKindSegment(kind)) return [{ type: 'invalidField', field: '$', message: `unknown entity kind '${clip(String(kind))}'` }];
     const info = kindInfo(kind);
     return precheck(kind, info, patch, 'a merge patch', 'the patched entity') ?? validateAgainst(info.schema + PATCH_SUFFIX, patch);
   } catch {

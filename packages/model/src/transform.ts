@@ -10,7 +10,13 @@
  * - `allOf` compositions are flattened into one object (actor-person = actor-base + extras) so that
  *   unknown members can be detected; metadata-only parts (`{deprecated: true}`) are dropped.
  * - Every object schema with declared members gets `additionalProperties: false` (unknown members are
- *   rejected). Values typed `unrestricted_json` (externalAttributes) accept any JSON value.
+ *   rejected). Values typed `unrestricted_json` (externalAttributes) accept any JSON value whose
+ *   numbers are all finite (custom keyword `otmFinite`); elsewhere ajv's `strictNumbers` refuses
+ *   non-finite numbers.
+ * - This service's range rule, which the model does not state: a member `lat` is a latitude in
+ *   [-90, 90], a member `lon` a longitude in [-180, 180], and so are the first two numbers of each
+ *   GeoJSON position in `coordinates` ([longitude, latitude, altitude...]); such nodes carry
+ *   `otmRange` (used in messages).
  * - Every object schema carries `otmName` (used in messages), dispatch nodes carry `otmDiscriminator`.
  */
 import { MODEL, refName, schemaByName, type ModelSchema } from './model-data.js';
@@ -31,8 +37,44 @@ export interface DispatchSpec {
 
 const ROOT_ID = 'otm';
 export const defRef = (name: string): string => `${ROOT_ID}#/$defs/${name}`;
+/** The def name of a defRef. */
+export const defName = (ref: string): string => ref.slice(`${ROOT_ID}#/$defs/`.length);
 
 const UNRESTRICTED = 'unrestricted_json';
+/** A value of `unrestricted_json`: any JSON value, its numbers finite. */
+const ANY_JSON: AjvSchema = { otmFinite: true };
+
+const RANGES: Record<string, { otmRange: string; minimum: number; maximum: number }> = {
+  latitude: { otmRange: 'latitude', minimum: -90, maximum: 90 },
+  longitude: { otmRange: 'longitude', minimum: -180, maximum: 180 },
+};
+
+const isNumberNode = (n: unknown): boolean => {
+  const t = (n as AjvSchema | undefined)?.type;
+  return t === 'number' || (Array.isArray(t) && t.includes('number'));
+};
+
+/**
+ * Member `key` of an object, as transformed into `node`, with this service's range rule: `lat`
+ * and `lon` numbers are a latitude and a longitude; `coordinates` arrays of GeoJSON hold
+ * positions whose first two numbers are a longitude and a latitude.
+ */
+function withRange(key: string, node: AjvSchema): AjvSchema {
+  if ((key === 'lat' || key === 'lon') && isNumberNode(node)) return { ...node, ...RANGES[key === 'lat' ? 'latitude' : 'longitude'] };
+  if (key === 'coordinates') return positions(node) ?? node;
+  return node;
+}
+
+/** An array of numbers nested in arrays as a GeoJSON position: items [longitude, latitude], more numbers after. */
+function positions(node: AjvSchema): AjvSchema | undefined {
+  const items = node.items as AjvSchema | undefined;
+  if (!items || Array.isArray(items)) return undefined;
+  if (isNumberNode(items)) {
+    return { ...node, items: [{ ...items, ...RANGES.longitude }, { ...items, ...RANGES.latitude }], additionalItems: items };
+  }
+  const inner = positions(items);
+  return inner ? { ...node, items: inner } : undefined;
+}
 
 /** Display name of a model schema in messages. */
 export function displayName(name: string): string {
@@ -122,15 +164,13 @@ function transform(s: ModelSchema, name: string): AjvSchema {
     const props = Object.entries(s.properties ?? {});
     if (props.length) {
       const tp: Record<string, AjvSchema> = {};
-      for (const [k, v] of props) tp[k] = transform(v, `${name}.${k}`);
+      for (const [k, v] of props) tp[k] = withRange(k, transform(v, `${name}.${k}`));
       out.properties = tp;
     }
     if (s.required?.length) out.required = s.required;
     const ap = s.additionalProperties;
     if (ap !== undefined && typeof ap === 'object') {
-      if (ap.$ref && refName(ap.$ref) === UNRESTRICTED) {
-        /* any JSON value */
-      } else out.additionalProperties = transform(ap, `${name}{}`);
+      out.additionalProperties = ap.$ref && refName(ap.$ref) === UNRESTRICTED ? ANY_JSON : transform(ap, `${name}{}`);
     } else if (ap === false || (ap === undefined && props.length > 0)) {
       out.additionalProperties = false;
     }
@@ -229,12 +269,12 @@ class PatchDefs {
     const props = Object.entries(s.properties ?? {});
     if (props.length) {
       const tp: Record<string, AjvSchema> = {};
-      for (const [k, v] of props) tp[k] = this.member(v, `${name}.${k}`, !NOT_NULLABLE.has(k));
+      for (const [k, v] of props) tp[k] = withRange(k, this.member(v, `${name}.${k}`, !NOT_NULLABLE.has(k)));
       out.properties = tp;
     }
     const ap = s.additionalProperties;
     if (ap !== undefined && typeof ap === 'object') {
-      if (!(ap.$ref && refName(ap.$ref) === UNRESTRICTED)) out.additionalProperties = this.member(ap, `${name}{}`, true);
+      out.additionalProperties = ap.$ref && refName(ap.$ref) === UNRESTRICTED ? ANY_JSON : this.member(ap, `${name}{}`, true);
     } else if (ap === false || (ap === undefined && props.length > 0)) {
       out.additionalProperties = false;
     }
@@ -244,7 +284,7 @@ class PatchDefs {
   member(m: ModelSchema, name: string, nullable: boolean): AjvSchema {
     const r = singleRef(m);
     if (r !== undefined) {
-      if (r === UNRESTRICTED) return {};
+      if (r === UNRESTRICTED) return ANY_JSON;
       const ref = defRef(this.ref(r));
       return nullable ? { otmOrNull: ref } : { $ref: ref };
     }
