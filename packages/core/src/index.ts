@@ -8,7 +8,7 @@ export * from './ports.js';
 export * from './logger.js';
 export * from './merge-patch.js';
 export * from './metrics.js';
-export * from './semantics.js';
+export * from './apply-changes.js';
 export * from './depth.js';
 export * from './version-codec.js';
 export * from './json-body.js';

@@ -136,7 +136,12 @@ export interface EntityStore extends DocumentReader {
   close(): Promise<void>;
 }
 
-/** High-volume telemetry events (location, sensor, emission, fuel, weigh, start/stop). */
+/**
+ * High-volume telemetry events (location, sensor, emission, fuel, weigh, start/stop): the design's
+ * "event store" holds these only. Events that change entities (updateEvent, association events)
+ * are kept by the EntityStore beside the entities they change, since applying them needs those
+ * entities in the same unit of work (`messages.ts` TELEMETRY_EVENT_TYPES draws the line).
+ */
 export interface EventStore extends DocumentReader {
   /** Stores the events (deduplicated by tenant, id and lifecycle); resolves when durable. */
   write(writes: readonly DocumentWrite[]): Promise<void>;

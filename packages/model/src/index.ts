@@ -22,7 +22,7 @@ export { KINDS, isKindSegment, detectKind, kindOfEntityType, type KindInfo, type
 export {
   inlineEntities, associationTarget, holdingMember, associationTable,
   type Path, type InlineEntity, type HoldingMember, type AssociationRow,
-} from './semantics.js';
+} from './entity-structure.js';
 export * from './generated/types.js';
 
 export type OtmEvent = Event;

@@ -1,5 +1,5 @@
 export { Ingress, envelopesFor, telemetryKey, type Accepted, type BulkResult, type IngressDeps } from './ingress.js';
-export { checkBulk, OUTCOME, type BulkCheckTask, type BulkFormat, type CheckedBulk, type RefusedBulk } from './bulk-check.js';
-export { BulkChecker, type BulkCheckerOptions } from './bulk-checker.js';
-export { checkDocument } from './check.js';
+export { checkBulk, OUTCOME, type BulkCheckTask, type BulkFormat, type CheckedBulk, type RefusedBulk } from './bulk/check-body.js';
+export { BulkChecker, type BulkCheckerOptions } from './bulk/thread-pool.js';
+export { checkDocument } from './check-document.js';
 export { registerIngressRoutes } from './routes.js';

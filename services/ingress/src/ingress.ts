@@ -20,11 +20,11 @@ import {
   type Envelope,
   type PutMessage,
 } from '@otm/core';
-import { OUTCOME, type CheckedBulk } from './bulk-check.js';
-import { checkDocument, isPlainTelemetry, telemetryKey, type Accepted } from './check.js';
+import { OUTCOME, type CheckedBulk } from './bulk/check-body.js';
+import { checkDocument, isPlainTelemetry, telemetryKey, type Accepted } from './check-document.js';
 import { plainBodyText } from './item-bytes.js';
 
-export { telemetryKey, type Accepted } from './check.js';
+export { telemetryKey, type Accepted } from './check-document.js';
 
 export interface IngressDeps {
   readonly bus: Bus;
@@ -163,7 +163,7 @@ export class Ingress {
   }
 
   /**
-   * The documents of a checked bulk body (bulk-check.ts), published together (one bus publish)
+   * The documents of a checked bulk body (bulk/check-body.ts), published together (one bus publish)
    * and answered once the bus acknowledged them all; each rejected one gets its error items. With
    * `atomic`, one invalid document means none is accepted. Telemetry goes to the bus as its
    * checked text (TextPut), not parsed again here; other documents are parsed from their text, and

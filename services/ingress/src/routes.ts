@@ -2,15 +2,15 @@
  * The ingress's HTTP routes: the model's PUT and DELETE, and the bulk extension. What a bulk
  * request may cost is set by its limits, not by what it holds: its body is read up to the bulk
  * limit both as sent and decompressed, its documents are counted before any is parsed
- * (bulk-check.ts), and its answer is bounded (`bulkAnswer`).
+ * (bulk/check-body.ts), and its answer is bounded (`bulkAnswer`).
  */
 import zlib from 'node:zlib';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { OtmError } from '@otm/model';
 import { OtmServiceError, invalidDocument, jsonOf } from '@otm/core';
 import { JSON_TYPE, clip, jsonMediaType, kindParam, onlyQuery, uuidParam } from '@otm/http';
-import { cappedErrors, refusal, type BulkFormat } from './bulk-check.js';
-import type { BulkChecker } from './bulk-checker.js';
+import { cappedErrors, refusal, type BulkFormat } from './bulk/check-body.js';
+import type { BulkChecker } from './bulk/thread-pool.js';
 import type { BulkResult, Ingress } from './ingress.js';
 
 export interface IngressRouteOptions {
@@ -49,7 +49,7 @@ const UNLISTED = JSON.stringify([{ type: 'invalidField', field: '$', message: 'p
  *
  * Its size is bounded whatever the items hold, so that a body of invalid documents cannot make an
  * answer many times its own size: a rejected item lists at most `ITEM_ERRORS` error items
- * (bulk-check.ts), and the answer lists the error items of its first rejected items only, at most
+ * (bulk/check-body.ts), and the answer lists the error items of its first rejected items only, at most
  * `ANSWER_ERRORS` of them and `ANSWER_ERROR_BYTES` bytes in all; every later rejected item gets
  * one short item saying its problems are not listed (`UNLISTED`). Every item then takes under 100
  * bytes beside its id (never longer than in the body) and the listed error items: an answer is at

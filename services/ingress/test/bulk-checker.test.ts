@@ -6,7 +6,7 @@
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { registry } from '@otm/core';
 import { BulkChecker, OUTCOME, checkBulk, type BulkCheckTask, type CheckedBulk } from '../src/index.js';
-import { ITEM_ERRORS, cappedErrors } from '../src/bulk-check.js';
+import { ITEM_ERRORS, cappedErrors } from '../src/bulk/check-body.js';
 
 const location = (i: number, extra: Record<string, unknown> = {}) => ({
   eventType: 'locationUpdateEvent',

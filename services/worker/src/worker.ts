@@ -1,6 +1,6 @@
 /**
  * Workers turn bus messages into store writes. The entity worker applies entity changes with the
- * model's semantics (semantics.ts in @otm/core) to the entity store, one unit of work per batch;
+ * model's semantics (apply-changes.ts in @otm/core) to the entity store, one unit of work per batch;
  * the telemetry worker writes telemetry events to the event store. A batch is acknowledged (its
  * offsets committed) only after the store made it durable, so a crash replays it; replays are
  * harmless: every write is keyed by tenant, kind, id and lifecycle, and an effect applied twice

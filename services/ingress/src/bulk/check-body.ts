@@ -1,7 +1,7 @@
 /**
  * Checking a bulk body: parse it, check each document as a single PUT would, and encode each
  * accepted one as the text that will be stored. It reads no store and publishes nothing, so it can
- * run on a worker thread (bulk-checker.ts sends large bodies there) as well as on the event loop,
+ * run on a worker thread (thread-pool.ts sends large bodies there) as well as on the event loop,
  * with the same result. Its answer is built to cross threads cheaply: flat arrays, one entry per
  * item, no parsed documents. A telemetry document whose own bytes can be stored as they are
  * (item-bytes.ts) is answered as its span in the body, which comes back with the answer, instead
@@ -16,8 +16,8 @@
 import { isUtf8 } from 'node:buffer';
 import type { KindSegment, OtmError } from '@otm/model';
 import { OtmServiceError, invalidDocument, lifecycleRank, membersWithin, modifiedOf, parseJsonText, tooDeep, type ErrorCode, type ErrorItem } from '@otm/core';
-import { checkDocument, isPlainTelemetry, telemetryKey } from './check.js';
-import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, textStart, type ScannedValue } from './item-bytes.js';
+import { checkDocument, isPlainTelemetry, telemetryKey } from '../check-document.js';
+import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, textStart, type ScannedValue } from '../item-bytes.js';
 
 export type BulkFormat = 'json' | 'ndjson';
 

@@ -2,12 +2,12 @@
  * Where bulk bodies are checked. Parsing, validating and encoding thousands of documents is most
  * of what a bulk request costs, and on the event loop it holds up every other request; so bodies
  * of at least `minBytes` go to a pool of worker threads (piscina), which answer with the checked
- * items as text (bulk-check.ts). Smaller bodies, and every body when `threads` is 0, are checked on
+ * items as text (check-body.ts). Smaller bodies, and every body when `threads` is 0, are checked on
  * the event loop: a thread hop costs more than it saves for a few documents.
  */
 import { Piscina } from 'piscina';
 import { bulkCheckSeconds, bulkChecksInFlight } from '@otm/core';
-import { checkBulk, type BulkCheckTask, type CheckedBulk, type RefusedBulk } from './bulk-check.js';
+import { checkBulk, type BulkCheckTask, type CheckedBulk, type RefusedBulk } from './check-body.js';
 
 export interface BulkCheckerOptions {
   /** Checking threads (0: check on the event loop). */
@@ -18,7 +18,7 @@ export interface BulkCheckerOptions {
 
 // The compiled module, also when this file runs from its TypeScript source (the tests): a worker
 // thread runs plain JavaScript, and `npm test` builds before it runs the tests.
-const THREAD_MODULE = new URL('../dist/bulk-thread.js', import.meta.url).href;
+const THREAD_MODULE = new URL('../../dist/bulk/thread.js', import.meta.url).href;
 
 /** Whether the body owns all of its memory, so that it can be moved to a thread instead of copied. */
 const ownsBuffer = (b: Uint8Array): boolean => b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer;

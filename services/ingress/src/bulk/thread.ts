@@ -1,12 +1,12 @@
 /**
- * The module a bulk checking thread runs (see bulk-checker.ts): `checkBulk` on the bodies the
+ * The module a bulk checking thread runs (see thread-pool.ts): `checkBulk` on the bodies the
  * event loop hands it. Every validator is compiled when the thread starts, not on its first body.
  * The answer's typed arrays, and the body when items are spans of it, are moved back to the event
  * loop rather than copied.
  */
 import { Piscina } from 'piscina';
 import { precompile } from '@otm/model';
-import { checkBulk, type BulkCheckTask, type CheckedBulk, type RefusedBulk } from './bulk-check.js';
+import { checkBulk, type BulkCheckTask, type CheckedBulk, type RefusedBulk } from './check-body.js';
 
 precompile();
 
