@@ -1,4 +1,4 @@
-/** The documents the benchmarks send (bench/run.mjs and bench/diag scripts share them). */
+/** The documents the benchmarks send (the scenarios of bench/scenarios/ and the bench/diag scripts share them). */
 import fs from 'node:fs';
 import path from 'node:path';
 import { REPO, idMaker } from './util.mjs';

@@ -8,6 +8,8 @@ import autocannon from 'autocannon';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** One line of the bench's progress output. */
+export const log = (s) => process.stdout.write(`${s}\n`);
 
 /** Deterministic UUID-shaped ids: `<8 hex prefix>-0000-4000-8000-<12 hex counter>`. */
 export function idMaker(prefix = Math.floor(Math.random() * 0xffffffff).toString(16).padStart(8, '0')) {

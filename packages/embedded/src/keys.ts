@@ -19,6 +19,6 @@ export const RANKS_DOWN: readonly number[] = Array.from({ length: LIFECYCLES.len
  * with point gets: in the service, where every event-loop turn reads in a fresh read transaction,
  * that costs less than one step of a range cursor, which lmdb renews per transaction (a tight
  * loop in one transaction says the opposite, which is not how the service reads:
- * bench/diag/lmdb-latest-version.mjs compares both).
+ * bench/diag/lmdb/lmdb-latest-version.mjs compares both).
  */
 export const ranksToTry = (rank?: number): readonly number[] => (rank === undefined ? RANKS_DOWN : [rank]);

@@ -45,7 +45,7 @@ const SEGMENT_FLAGS = fs.constants.O_RDWR | fs.constants.O_DSYNC;
 /**
  * Documents up to this size are read with a synchronous `pread`: from the page cache that costs a
  * small fraction of the CPU the same read costs through libuv's thread pool when reads come one at
- * a time, as GETs do (`node bench/diag/event-read.mjs` measures both). Like LMDB's own reads (its
+ * a time, as GETs do (`node bench/diag/event-log/event-read.mjs` measures both). Like LMDB's own reads (its
  * pages are mapped and read in place), a read of a page not in memory then waits on the disk on
  * the event loop: keep the data folder on local SSD. Larger documents are read through the thread
  * pool.
