@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_ERRORS, validateEntity, validatePatch, type OtmError } from '@otm/model';
 import { reportWork } from '../../packages/model/src/validate.js';
-import { checkDocument } from '../../services/ingress/src/check.js';
+import { checkDocument } from '../../services/ingress/src/check-document.js';
 import { OtmServiceError } from '@otm/core';
 import { trip } from '../fixtures/documents.js';
 
