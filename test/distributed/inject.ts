@@ -52,7 +52,7 @@ export async function startDistributedService(opts: { bodyLimit?: number; maxDep
 
   /** Waits (up to 10 s) until the query service shows the write; then the suite goes on. */
   const barrier = async (o: InjectOptions, res: InjectResponse): Promise<void> => {
-    const auth = o.headers?.authorization ? { authorization: o.headers.authorization } : {};
+    const auth: Record<string, string> = o.headers?.authorization ? { authorization: o.headers.authorization } : {};
     let check: (() => Promise<boolean>) | undefined;
     if (o.method === 'PUT' && res.statusCode === 200 && res.headers.location) {
       const doc = res.json() as { lifecycle?: string };

@@ -1,10 +1,14 @@
-/** services/otm/test/own-documents.test.ts, run again against the distributed deployment (see inject.ts). */
-import { describe, it } from 'vitest';
+/**
+ * services/otm/test/own-documents.test.ts, run again against the distributed deployment (see
+ * inject.ts): this file is in the `distributed` vitest project, which provides
+ * `otmTarget: 'distributed'` (vitest.config.ts), so the suite's startService() starts the cluster.
+ */
+import { describe } from 'vitest';
 import { integrationEnabled } from '../infra/services.js';
 
-(globalThis as { __OTM_TEST_TARGET__?: string }).__OTM_TEST_TARGET__ = 'distributed';
-if (integrationEnabled('own-documents suite on the distributed deployment')) {
+const suite = 'own-documents suite on the distributed deployment';
+// Imported inside the describe, so that on request (OTM_SKIP_INTEGRATION=1) every test of the
+// suite is reported as skipped, and none of its hooks start anything.
+describe.skipIf(!integrationEnabled(suite))(suite, async () => {
   await import('../../services/otm/test/own-documents.test.js');
-} else {
-  describe.skip('own-documents suite on the distributed deployment (OTM_SKIP_INTEGRATION=1)', () => it('skipped on request', () => {}));
-}
+});

@@ -154,7 +154,7 @@ export function requireServices(services: readonly ServiceName[] = ALL_SERVICES)
   throw new Error(
     `${lines.join('\n')}\n` +
       `(integration tests need real services; install all with: apt-get update && apt-get install -y ${all.join(' ')}; ` +
-      'or set OTM_SKIP_INTEGRATION=1 to skip them explicitly)',
+      'or set OTM_SKIP_INTEGRATION=1 to skip them explicitly; `npm run test:unit` runs only the tests that need none)',
   );
 }
 
@@ -163,8 +163,10 @@ const skippedSuites = new Set<string>();
 
 /**
  * False only when OTM_SKIP_INTEGRATION=1. Then it prints, loudly and to stderr, that the
- * integration tests are skipped (once), naming `suite` when given (once per suite name).
- * Use: `describe.skipIf(!integrationEnabled('kafka bus'))(...)`.
+ * integration tests are skipped (once per test file: vitest loads this module afresh for each),
+ * naming `suite` when given (once per suite name).
+ * Use: `describe.skipIf(!integrationEnabled('kafka bus'))(...)`, so that vitest reports the
+ * suite's tests as skipped (never return early from a test or leave it empty).
  */
 export function integrationEnabled(suite?: string): boolean {
   if (process.env.OTM_SKIP_INTEGRATION !== '1') return true;
@@ -342,10 +344,9 @@ function sweepStaleScratchDirs(): void {
  * A folder in memory (tmpfs) when the machine has one, else the temporary folder
  * (OTM_TEST_CLICKHOUSE_ON_DISK=1 forces the latter). The test ClickHouse keeps its data there:
  * 18.16 writes every insert as a part of ~70 files (two per column; a current ClickHouse writes
- * small inserts as compact parts of 3 files), and creating a file on this VM's shared disk takes
- * 0.06-0.36 ms against ~0.017 ms on tmpfs (bench/diag/file-create.mjs): a 300-row insert takes
- * 13-100 ms on disk, ~10 ms on tmpfs (bench/diag/clickhouse-insert.mjs; strace of the server:
- * openat dominated, nothing is fsynced).
+ * small inserts as compact parts of 3 files), and creating a file on a shared virtual disk costs
+ * several times what it costs on tmpfs, so an insert does too (bench/diag/clickhouse/
+ * clickhouse-insert.mjs compares both; strace of the server: openat dominated, nothing is fsynced).
  */
 function memoryBase(): string {
   if (process.env.OTM_TEST_CLICKHOUSE_ON_DISK === '1') return os.tmpdir();

@@ -1,6 +1,8 @@
+/// <reference path="../../../vitest.context.d.ts" />
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { inject } from 'vitest';
 import { createLogger, parseTokens, type ConnectionLimits } from '@otm/core';
 import { createEmbeddedService, type EmbeddedService } from '../src/index.js';
 
@@ -14,11 +16,11 @@ export interface TestService extends EmbeddedService {
 
 /**
  * Where the HTTP suites run: `embedded` (the default: one process, `app.inject`) or `distributed`
- * (ingress, query and worker as separate processes on Kafka, Redis and ClickHouse; set by the
- * wrappers in test/distributed/ before they import a suite).
+ * (ingress, query and worker as separate processes on Kafka, Redis and ClickHouse). The vitest
+ * project provides it (vitest.config.ts): `distributed` for the wrappers in test/distributed/
+ * that import these suites, `embedded` for everything else.
  */
-export const target = (): 'embedded' | 'distributed' =>
-  (globalThis as { __OTM_TEST_TARGET__?: 'distributed' }).__OTM_TEST_TARGET__ ?? 'embedded';
+export const target = (): 'embedded' | 'distributed' => inject('otmTarget');
 
 /** An embedded service on a fresh data folder, for `app.inject`; or the distributed deployment. */
 export async function startService(
