@@ -43,9 +43,7 @@ function checkIntegrationList(): void {
   const usesServices = /['"][^'"]*\/(infra\/services|distributed\/cluster|distributed\/inject)\.js['"]/;
   const listed = (file: string) => INTEGRATION.some((p) => (p.endsWith('/') ? file.startsWith(p) : file === p));
   const unlisted: string[] = [];
-  const folders = ['packages', 'services'].flatMap((d) =>
-    fs.readdirSync(path.join(ROOT, d)).map((name) => `${d}/${name}/test/`),
-  );
+  const folders = ['packages', 'services'].flatMap((d) => fs.readdirSync(path.join(ROOT, d)).map((name) => `${d}/${name}/test/`));
   for (const folder of [...folders, 'test/']) {
     const dir = path.join(ROOT, folder);
     if (!fs.existsSync(dir)) continue;

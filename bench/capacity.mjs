@@ -33,14 +33,23 @@ function main(argv) {
   const run = JSON.parse(fs.readFileSync(file, 'utf8'));
   const entries = capacityOf(run);
   if (entries.length === 0) throw new Error(`${file}: no CPU figures (run the embedded, bulk or distributed groups)`);
-  console.log(`${file}: run of ${run.startedAt} on ${run.machine?.nproc} × ${run.machine?.cpu} (${run.mode}${run.only ? `, only ${run.only.join(',')}` : ''})`);
-  if (entries.some((e) => e.fromNotes)) console.log('(a run from before the capacity table: figures read from its rows\' notes, no echo figure)');
+  console.log(
+    `${file}: run of ${run.startedAt} on ${run.machine?.nproc} × ${run.machine?.cpu} (${run.mode}${run.only ? `, only ${run.only.join(',')}` : ''})`,
+  );
+  if (entries.some((e) => e.fromNotes))
+    console.log("(a run from before the capacity table: figures read from its rows' notes, no echo figure)");
   console.log(`\nCPU by process (from /proc, all threads; × echo = µs / the fastify echo's µs of CPU a request in the same run):\n`);
   for (const l of capacityLines(entries)) console.log(l);
-  console.log(`Cores per process: cores = events/s × µs an event / 1e6 × ${headroom} (headroom); the load generator left out; linear arithmetic:\n`);
+  console.log(
+    `Cores per process: cores = events/s × µs an event / 1e6 × ${headroom} (headroom); the load generator left out; linear arithmetic:\n`,
+  );
   for (const l of sizingLines(entries, { headroom })) console.log(l);
   console.log('The peers at their published figures (as the issue cites them; not measured by this repository), without headroom:\n');
-  const cells = peerSizing().map((p) => [p.peer, `${fmt(p.figure, 0)} events/s a ${p.per}`, ...p.needed.map((n) => `${fmt(n, n < 10 ? 1 : 0)} ${p.per}s`)]);
+  const cells = peerSizing().map((p) => [
+    p.peer,
+    `${fmt(p.figure, 0)} events/s a ${p.per}`,
+    ...p.needed.map((n) => `${fmt(n, n < 10 ? 1 : 0)} ${p.per}s`),
+  ]);
   for (const l of alignColumns(['peer', 'figure', ...RATES.map((r) => `at ${fmt(r, 0)}/s`)], cells)) console.log(`    ${l}`);
 }
 

@@ -14,7 +14,11 @@ import { fileURLToPath } from 'node:url';
 import { alignColumns, fmt } from './lib/util.mjs';
 
 /** The scenario name without its numbers: the key that matches a row across runs. */
-export const scenarioKey = (name) => name.replace(/\d[\d,.]*/g, '#').replace(/\s+/g, ' ').trim();
+export const scenarioKey = (name) =>
+  name
+    .replace(/\d[\d,.]*/g, '#')
+    .replace(/\s+/g, ' ')
+    .trim();
 
 const verdict = (row) => (row?.pass === true ? 'pass' : row?.pass === false ? 'FAIL' : row ? (row.status ?? 'info') : '—');
 
@@ -28,16 +32,25 @@ export function compareRuns(older, newer) {
     seen.add(key);
     const o = olderRows.get(key);
     const change = o && Number.isFinite(o.ratio) && Number.isFinite(n.ratio) && o.ratio !== 0 ? n.ratio / o.ratio - 1 : undefined;
-    out.push({ scenario: n.scenario, older: o, newer: n, change, verdict: `${verdict(o)} → ${verdict(n)}`, flipped: o !== undefined && verdict(o) !== verdict(n) });
+    out.push({
+      scenario: n.scenario,
+      older: o,
+      newer: n,
+      change,
+      verdict: `${verdict(o)} → ${verdict(n)}`,
+      flipped: o !== undefined && verdict(o) !== verdict(n),
+    });
   }
   for (const o of older.rows) {
-    if (!seen.has(scenarioKey(o.scenario))) out.push({ scenario: o.scenario, older: o, newer: undefined, change: undefined, verdict: `${verdict(o)} → —`, flipped: false });
+    if (!seen.has(scenarioKey(o.scenario)))
+      out.push({ scenario: o.scenario, older: o, newer: undefined, change: undefined, verdict: `${verdict(o)} → —`, flipped: false });
   }
   return out;
 }
 
 const figureOf = (r) => (r === undefined ? '—' : r.figure === undefined ? '—' : `${fmt(r.figure)} ${r.unit ?? ''}`.trim());
-const describe = (run) => `${run.startedAt ?? '?'} (${run.mode ?? '?'}${run.only ? `, only ${run.only}` : ''}) on ${run.machine?.nproc ?? '?'} × ${run.machine?.cpu ?? '?'}`;
+const describe = (run) =>
+  `${run.startedAt ?? '?'} (${run.mode ?? '?'}${run.only ? `, only ${run.only}` : ''}) on ${run.machine?.nproc ?? '?'} × ${run.machine?.cpu ?? '?'}`;
 
 function main(argv) {
   const [olderFile, newerFile = path.join(path.dirname(fileURLToPath(import.meta.url)), 'results', 'latest.json')] = argv;
@@ -64,7 +77,9 @@ function main(argv) {
   ]);
   process.stdout.write(`\n${alignColumns(head, cells).join('\n')}\n`);
   const flipped = rows.filter((r) => r.flipped).length;
-  process.stdout.write(`\n${flipped} verdict(s) changed (marked *); change = newer ratio / older ratio - 1 (for "<=" targets a fall is better)\n`);
+  process.stdout.write(
+    `\n${flipped} verdict(s) changed (marked *); change = newer ratio / older ratio - 1 (for "<=" targets a fall is better)\n`,
+  );
   return 0;
 }
 

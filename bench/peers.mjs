@@ -30,9 +30,17 @@ export const PEERS = {
 /** Our rows, found by their scenario text, with the peers each is put beside. */
 const OURS = [
   { match: /^PUT locationUpdateEvent\b.*embedded/, label: 'one event a request (PUT), embedded', peers: ['tbHttp', 'rest'] },
-  { match: /^PUT locationUpdateEvent\b.*distributed/, label: 'one event a request (PUT), distributed (all on these cores)', peers: ['tbHttp', 'rest'] },
+  {
+    match: /^PUT locationUpdateEvent\b.*distributed/,
+    label: 'one event a request (PUT), distributed (all on these cores)',
+    peers: ['tbHttp', 'rest'],
+  },
   { match: /^bulk ingest .*embedded/, label: 'bulk ingest, visible by GET, embedded', peers: ['tbBest', 'traccar'] },
-  { match: /^bulk ingest .*distributed/, label: 'bulk ingest, visible by GET, distributed (all on these cores)', peers: ['tbBest', 'traccar'] },
+  {
+    match: /^bulk ingest .*distributed/,
+    label: 'bulk ingest, visible by GET, distributed (all on these cores)',
+    peers: ['tbBest', 'traccar'],
+  },
 ];
 
 const fmt = (n) => Math.round(n).toLocaleString('en-US');
@@ -53,7 +61,16 @@ export function peerRows(run) {
       const p = PEERS[key];
       const theirs = p.perVcpu ?? p.perServer;
       const factor = (p.perVcpu !== undefined ? perVcpu : row.figure) / theirs;
-      rows.push({ ours: o.label, figure: row.figure, unit: row.unit, perVcpu, peer: p.name, theirs, perServer: p.perVcpu === undefined, factor });
+      rows.push({
+        ours: o.label,
+        figure: row.figure,
+        unit: row.unit,
+        perVcpu,
+        peer: p.name,
+        theirs,
+        perServer: p.perVcpu === undefined,
+        factor,
+      });
     }
   }
   return rows;
@@ -64,15 +81,30 @@ function main() {
   const run = JSON.parse(fs.readFileSync(file, 'utf8'));
   const rows = peerRows(run);
   if (rows.length === 0) throw new Error(`${file}: none of the ingest rows (run the embedded, bulk and distributed groups)`);
-  const lines = rows.map((r) => [r.ours, `${fmt(r.figure)} ${r.unit} (${fmt(r.perVcpu)} a vCPU)`, `${r.peer}: ${fmt(r.theirs)}${r.perServer ? ' in all' : ' a vCPU'}`, `${r.factor.toFixed(1)}×`]);
-  console.log(`${file}: run of ${run.startedAt} on ${run.machine.nproc} × ${run.machine.cpu} (${run.mode}${run.only ? `, only ${run.only.join(',')}` : ''})\n`);
+  const lines = rows.map((r) => [
+    r.ours,
+    `${fmt(r.figure)} ${r.unit} (${fmt(r.perVcpu)} a vCPU)`,
+    `${r.peer}: ${fmt(r.theirs)}${r.perServer ? ' in all' : ' a vCPU'}`,
+    `${r.factor.toFixed(1)}×`,
+  ]);
+  console.log(
+    `${file}: run of ${run.startedAt} on ${run.machine.nproc} × ${run.machine.cpu} (${run.mode}${run.only ? `, only ${run.only.join(',')}` : ''})\n`,
+  );
   const head = ['ours', 'figure', 'peer (as the issue cites it; not measured by this repository)', 'ours / peer'];
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
-  const out = (cells) => console.log(cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd());
+  const out = (cells) =>
+    console.log(
+      cells
+        .map((c, i) => c.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    );
   out(head);
   out(widths.map((w) => '-'.repeat(w)));
   for (const l of lines) out(l);
-  console.log("\nper vCPU = the figure / the machine's processors, though the load generator and, when distributed, Kafka, Redis and ClickHouse shared them.");
+  console.log(
+    "\nper vCPU = the figure / the machine's processors, though the load generator and, when distributed, Kafka, Redis and ClickHouse shared them.",
+  );
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) main();

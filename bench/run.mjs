@@ -63,7 +63,8 @@ const PROFILE = flag('profile');
 // Which embedded scenario runs under the profiler: put-event (default), put-trip, get-trip or bulk.
 const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
 const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
-if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO)) throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
+if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO))
+  throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
 const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'distributed', 'lag', 'track'];
 const only = option('only', undefined)?.split(',');
 for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g}: unknown group (${GROUPS.join(', ')})`);
@@ -120,12 +121,15 @@ fs.mkdirSync(RESULTS, { recursive: true });
 const rows = [];
 function addRow(r) {
   const row = { ...r };
-  if (row.ratio === undefined && typeof row.figure === 'number' && typeof row.baseline === 'number' && row.baseline > 0) row.ratio = row.figure / row.baseline;
+  if (row.ratio === undefined && typeof row.figure === 'number' && typeof row.baseline === 'number' && row.baseline > 0)
+    row.ratio = row.figure / row.baseline;
   if (row.pass === undefined) row.pass = judge(row.ratio, row.target);
   rows.push(row);
-  process.stdout.write(`  · ${row.scenario}: ${row.figure === undefined ? row.status ?? 'not measured' : `${fmt(row.figure)} ${row.unit ?? ''}`}` +
-    `${row.baseline !== undefined ? ` vs ${fmt(row.baseline)} ${row.baselineUnit ?? row.unit ?? ''}` : ''}${row.ratio !== undefined ? ` → ${fmt(row.ratio, 2)}` : ''}` +
-    `${row.note ? ` (${row.note})` : ''}\n`);
+  process.stdout.write(
+    `  · ${row.scenario}: ${row.figure === undefined ? (row.status ?? 'not measured') : `${fmt(row.figure)} ${row.unit ?? ''}`}` +
+      `${row.baseline !== undefined ? ` vs ${fmt(row.baseline)} ${row.baselineUnit ?? row.unit ?? ''}` : ''}${row.ratio !== undefined ? ` → ${fmt(row.ratio, 2)}` : ''}` +
+      `${row.note ? ` (${row.note})` : ''}\n`,
+  );
   return row;
 }
 
@@ -156,7 +160,7 @@ const ctx = {
  */
 async function echoReference() {
   if (ctx.echo) return ctx.echo;
-  log('    the fastify echo\'s CPU a PUT of a location event (the yardstick of the CPU table), measured alone');
+  log("    the fastify echo's CPU a PUT of a location event (the yardstick of the CPU table), measured alone");
   const loc = locationBodies();
   const spec = { url: ctx.base.url, token: 'bench', method: 'PUT', path: '/api/v5/events', bodyFn: loc.next, connections: cfg.connections };
   if (cfg.warmup > 0) await load({ ...spec, duration: cfg.warmup });
@@ -169,7 +173,9 @@ async function echoReference() {
     requests: r.total,
     of: 'a PUT of one location event, measured alone',
   };
-  log(`    fastify echo: ${fmt(r.rps)} req/s, ${fmt(ctx.echo.us)} µs of CPU a request, the load generator ${fmt(ctx.echo.loadGeneratorUs)}`);
+  log(
+    `    fastify echo: ${fmt(r.rps)} req/s, ${fmt(ctx.echo.us)} µs of CPU a request, the load generator ${fmt(ctx.echo.loadGeneratorUs)}`,
+  );
   return ctx.echo;
 }
 
@@ -190,7 +196,9 @@ function machine() {
 
 async function main() {
   const mach = machine();
-  log(`otm bench (${cfg.mode}${only ? `, only ${only.join(',')}` : ''}${PROFILE ? ', profile' : ''}): ${mach.nproc} × ${mach.cpu}, node ${mach.node}, load ${mach.loadavg.join(' ')}`);
+  log(
+    `otm bench (${cfg.mode}${only ? `, only ${only.join(',')}` : ''}${PROFILE ? ', profile' : ''}): ${mach.nproc} × ${mach.cpu}, node ${mach.node}, load ${mach.loadavg.join(' ')}`,
+  );
   log(`settings: ${JSON.stringify(cfg)}`);
   const t0 = Date.now();
   ctx.base = wanted('embedded') || wanted('distributed') || wanted('bulk') ? await startBaseline() : undefined;
@@ -205,7 +213,14 @@ async function main() {
         await step.run(ctx);
       } catch (e) {
         log(`  ! ${step.name} failed: ${e.stack ?? e}`);
-        for (const [s, t] of step.failed) ctx.notRun(s, t, `${step.name} failed: ${String(e.message ?? e).split('\n')[0].slice(0, 200)}`);
+        for (const [s, t] of step.failed)
+          ctx.notRun(
+            s,
+            t,
+            `${step.name} failed: ${String(e.message ?? e)
+              .split('\n')[0]
+              .slice(0, 200)}`,
+          );
       }
     }
   } finally {
@@ -219,7 +234,9 @@ async function main() {
     for (const l of capacityLines(ctx.capacity)) log(l);
     const sized = sizingLines(ctx.capacity);
     if (sized.length > 0) {
-      log(`Cores per process for sustained rates of location events: cores = events/s × µs an event / 1e6 × ${HEADROOM} (headroom: each core about ${Math.round(100 / HEADROOM)} % busy); the load generator left out; linear arithmetic, not measured beyond this machine:\n`);
+      log(
+        `Cores per process for sustained rates of location events: cores = events/s × µs an event / 1e6 × ${HEADROOM} (headroom: each core about ${Math.round(100 / HEADROOM)} % busy); the load generator left out; linear arithmetic, not measured beyond this machine:\n`,
+      );
       for (const l of sized) log(l);
     }
   }
@@ -241,7 +258,9 @@ async function main() {
   fs.writeFileSync(path.join(RESULTS, latest), `${JSON.stringify(result, null, 2)}\n`);
   log(`\nwritten: ${path.relative(REPO, file)} and bench/results/${latest}`);
   const failed = rows.filter((r) => r.pass === false).length;
-  log(`${rows.filter((r) => r.pass === true).length} targets met, ${failed} missed, ${rows.filter((r) => r.pass === null).length} without a verdict`);
+  log(
+    `${rows.filter((r) => r.pass === true).length} targets met, ${failed} missed, ${rows.filter((r) => r.pass === null).length} without a verdict`,
+  );
 }
 
 main().then(

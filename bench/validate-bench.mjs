@@ -23,15 +23,30 @@ const examples = JSON.parse(readFileSync(new URL('model-examples.json', fixtures
 const typicalTrip = JSON.parse(readFileSync(new URL('typical-trip.json', fixtures), 'utf8'));
 
 /** { name, kind, body }: the documents timed. */
-const cases = [
-  { name: 'typical-trip (own)', kind: 'trips', body: JSON.stringify(typicalTrip) },
-];
+const cases = [{ name: 'typical-trip (own)', kind: 'trips', body: JSON.stringify(typicalTrip) }];
 cases.push({
   name: 'updateEvent (own)',
   kind: 'events',
-  body: JSON.stringify({ eventType: 'updateEvent', lifecycle: 'actual', entity: { entityType: 'consignment', id: '047cfa4d-fd8b-47ba-b8e9-87067294d2fa', status: 'completed' } }),
+  body: JSON.stringify({
+    eventType: 'updateEvent',
+    lifecycle: 'actual',
+    entity: { entityType: 'consignment', id: '047cfa4d-fd8b-47ba-b8e9-87067294d2fa', status: 'completed' },
+  }),
 });
-for (const n of ['trip', 'vehicle', 'location', 'stop', 'move', 'load', 'locationUpdateEvent', 'associationCreatedEvent', 'consignment-constraint', 'transportOrder', 'items', 'actor-base']) {
+for (const n of [
+  'trip',
+  'vehicle',
+  'location',
+  'stop',
+  'move',
+  'load',
+  'locationUpdateEvent',
+  'associationCreatedEvent',
+  'consignment-constraint',
+  'transportOrder',
+  'items',
+  'actor-base',
+]) {
   const e = examples.find((x) => x.name === n);
   if (e?.kind) cases.push({ name: n, kind: e.kind, body: JSON.stringify(e.document) });
 }
@@ -77,20 +92,43 @@ const baseline = plainAjvBaseline();
 const baseTrip = baseline('trip');
 const baseCompileMs = performance.now() - t1;
 
-const rows = [['document', 'kind', 'bytes', 'parse µs', 'validate µs', 'ratio', 'plain ajv µs', 'plain ok', 'valid', 'inline µs', 'inline n']];
+const rows = [
+  ['document', 'kind', 'bytes', 'parse µs', 'validate µs', 'ratio', 'plain ajv µs', 'plain ok', 'valid', 'inline µs', 'inline n'],
+];
 for (const c of cases) {
   const doc = JSON.parse(c.body);
-  const parse = perOp(() => { sink = JSON.parse(c.body); });
-  const val = perOp(() => { sink = validateEntity(c.kind, doc); });
+  const parse = perOp(() => {
+    sink = JSON.parse(c.body);
+  });
+  const val = perOp(() => {
+    sink = validateEntity(c.kind, doc);
+  });
   const base = baseline(kindSchema.get(c.kind));
-  const plain = perOp(() => { sink = base(doc); });
-  const inline = perOp(() => { sink = inlineEntities(c.kind, doc); });
-  rows.push([c.name, c.kind, String(c.body.length), parse.toFixed(2), val.toFixed(2), (val / parse).toFixed(2), plain.toFixed(2), base(doc) ? 'yes' : 'no',
-    validateEntity(c.kind, doc).length === 0 ? 'yes' : 'NO', inline.toFixed(2), String(inlineEntities(c.kind, doc).length)]);
+  const plain = perOp(() => {
+    sink = base(doc);
+  });
+  const inline = perOp(() => {
+    sink = inlineEntities(c.kind, doc);
+  });
+  rows.push([
+    c.name,
+    c.kind,
+    String(c.body.length),
+    parse.toFixed(2),
+    val.toFixed(2),
+    (val / parse).toFixed(2),
+    plain.toFixed(2),
+    base(doc) ? 'yes' : 'no',
+    validateEntity(c.kind, doc).length === 0 ? 'yes' : 'NO',
+    inline.toFixed(2),
+    String(inlineEntities(c.kind, doc).length),
+  ]);
 }
 void sink;
 void baseTrip;
 const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
 for (const r of rows) console.log(r.map((x, i) => (i < 2 ? x.padEnd(widths[i]) : x.padStart(widths[i]))).join('  '));
-console.log(`\nfirst validateEntity('trips') incl. compile: ${firstMs.toFixed(0)} ms; plain ajv compile of trip: ${baseCompileMs.toFixed(0)} ms`);
+console.log(
+  `\nfirst validateEntity('trips') incl. compile: ${firstMs.toFixed(0)} ms; plain ajv compile of trip: ${baseCompileMs.toFixed(0)} ms`,
+);
 console.log(`node ${process.version}; ratio = validate / parse (target <= 1.0); inline = inlineEntities (plan built on first use)`);

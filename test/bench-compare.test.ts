@@ -3,7 +3,13 @@ import { describe, expect, it } from 'vitest';
 // @ts-expect-error: plain ESM without type declarations
 import { compareRuns, scenarioKey } from '../bench/compare.mjs';
 
-const row = (scenario: string, ratio: number | undefined, pass: boolean | undefined, figure = 1) => ({ scenario, ratio, pass, figure, unit: 'req/s' });
+const row = (scenario: string, ratio: number | undefined, pass: boolean | undefined, figure = 1) => ({
+  scenario,
+  ratio,
+  pass,
+  figure,
+  unit: 'req/s',
+});
 
 describe('bench compare', () => {
   it('matches a scenario whose name carries different numbers in each run', () => {
@@ -15,7 +21,9 @@ describe('bench compare', () => {
 
   it('gives the change of each ratio, the verdicts, and the rows only one run has', () => {
     const older = { rows: [row('PUT event at 100 conn', 0.4, false), row('GET trip', 0.5, true), row('gone', 1, true)] };
-    const newer = { rows: [row('PUT event at 50 conn', 0.6, true), row('GET trip', 0.5, true), row('new', 0.2, false), row('memory', undefined, false)] };
+    const newer = {
+      rows: [row('PUT event at 50 conn', 0.6, true), row('GET trip', 0.5, true), row('new', 0.2, false), row('memory', undefined, false)],
+    };
     const out = compareRuns(older, newer);
     expect(out.map((r: { scenario: string }) => r.scenario)).toEqual(['PUT event at 50 conn', 'GET trip', 'new', 'memory', 'gone']);
     expect(out[0].change).toBeCloseTo(0.5);

@@ -25,7 +25,12 @@ describe('bench peers', () => {
   it('divides by the processors for per-vCPU peers, not for per-server ones, and skips rows the run lacks', () => {
     const rows = peerRows(run);
     // Embedded PUT beside ThingsBoard's HTTP API (per vCPU) and REST platforms (the machine).
-    expect(rows[0]).toMatchObject({ ours: expect.stringContaining('PUT'), perVcpu: 12_000, theirs: PEERS.tbHttp.perVcpu, perServer: false });
+    expect(rows[0]).toMatchObject({
+      ours: expect.stringContaining('PUT'),
+      perVcpu: 12_000,
+      theirs: PEERS.tbHttp.perVcpu,
+      perServer: false,
+    });
     expect(rows[0].factor).toBeCloseTo(12_000 / 240);
     expect(rows[1].factor).toBeCloseTo(24_000 / 220);
     // The distributed PUT row, then the embedded bulk row; no distributed bulk row in this run.
@@ -78,23 +83,33 @@ describe('bench capacity', () => {
     expect(rows[2].perCore).toBeCloseTo(1e6 / 150);
   });
 
-  it('reads the CPU figures of older runs from their rows\' notes', () => {
+  it("reads the CPU figures of older runs from their rows' notes", () => {
     const old = {
       rows: [
-        { scenario: 'PUT locationUpdateEvent, 50 conn, distributed ingress', note: 'p99 28 ms vs 5 ms; CPU µs a PUT by process: ingress 92, Kafka mock 45, load generator 39; together 176 µs, 1.50 cores busy (the backlog)' },
+        {
+          scenario: 'PUT locationUpdateEvent, 50 conn, distributed ingress',
+          note: 'p99 28 ms vs 5 ms; CPU µs a PUT by process: ingress 92, Kafka mock 45, load generator 39; together 176 µs, 1.50 cores busy (the backlog)',
+        },
         { scenario: 'GET trip by id, embedded', note: 'p99 4 ms vs 3 ms' },
       ],
     };
     const [e, ...rest] = capacityOf(old);
     expect(rest).toEqual([]);
     expect(e).toMatchObject({ op: 'a PUT', locationEvents: true, fromNotes: true, cores: 1.5, together: { us: 176 } });
-    expect(e.processes.map((p: { name: string; us: number }) => [p.name, p.us])).toEqual([['ingress', 92], ['Kafka mock', 45], ['load generator', 39]]);
+    expect(e.processes.map((p: { name: string; us: number }) => [p.name, p.us])).toEqual([
+      ['ingress', 92],
+      ['Kafka mock', 45],
+      ['load generator', 39],
+    ]);
     expect(capacityOf({ rows: [], capacity: { entries: [entry] } })).toEqual([entry]);
   });
 
-  it('gives the peers\' vCPUs, or servers, for the same rates', () => {
+  it("gives the peers' vCPUs, or servers, for the same rates", () => {
     const tb = peerSizing([10_000]).find((p: { peer: string }) => p.peer === PEERS.tbBest.name);
     expect(tb).toMatchObject({ per: 'vCPU', needed: [4] });
-    expect(peerSizing([80_000]).find((p: { peer: string }) => p.peer === PEERS.traccar.name)).toMatchObject({ per: 'server', needed: [10] });
+    expect(peerSizing([80_000]).find((p: { peer: string }) => p.peer === PEERS.traccar.name)).toMatchObject({
+      per: 'server',
+      needed: [10],
+    });
   });
 });

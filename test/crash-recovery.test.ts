@@ -33,7 +33,14 @@ describe('kill -9 after a 200', () => {
         const [kind, doc] =
           i % 2 === 0
             ? ['vehicles', { entityType: 'vehicle', name: `truck ${w}-${i}` }]
-            : ['events', { eventType: 'locationUpdateEvent', lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 52 + w / 100, lon: 4 + i / 1000 } }];
+            : [
+                'events',
+                {
+                  eventType: 'locationUpdateEvent',
+                  lifecycle: 'actual',
+                  geoReference: { type: 'latLonPointGeoReference', lat: 52 + w / 100, lon: 4 + i / 1000 },
+                },
+              ];
         try {
           const res = await fetch(`${first.url}/api/v5/${kind}`, { method: 'PUT', headers, body: JSON.stringify(doc) });
           if (res.status === 200) {
@@ -79,14 +86,20 @@ describe('a generated token', () => {
     expect(first.stdout()).toContain(file);
     expect(first.stdout()).not.toContain(token);
     expect((fs.statSync(path.join(dataDir, 'token')).mode & 0o777).toString(8)).toBe('600');
-    const put = await fetch(`${first.url}/api/v5/vehicles`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"entityType":"vehicle"}' });
+    const put = await fetch(`${first.url}/api/v5/vehicles`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"entityType":"vehicle"}',
+    });
     expect(put.status).toBe(200);
     await stop(first);
     const second = await startServe({ OTM_DATA_DIR: dataDir });
     running.push(second);
     expect(second.stdout()).not.toContain(token);
     expect(second.stdout()).toContain('using');
-    const get = await fetch(`${second.url}/api/v5/vehicles/${(await put.json()).id}`, { headers: { authorization: `Bearer ${token}` } });
+    const get = await fetch(`${second.url}/api/v5/vehicles/${((await put.json()) as { id: string }).id}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     expect(get.status).toBe(200);
     await stop(second);
   });

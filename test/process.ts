@@ -25,7 +25,12 @@ export function startServe(env: Record<string, string>, timeoutMs = 20_000, node
  * NODE_OPTIONS does not take (`--cpu-prof`, `--single-threaded-gc`) go before the script: the
  * caller's `nodeArgs`, then those of `OTM_CHILD_NODE_ARGS` (space-separated).
  */
-export async function startOtm(args: string[], env: Record<string, string>, timeoutMs = 20_000, nodeArgs: readonly string[] = []): Promise<Running> {
+export async function startOtm(
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+  nodeArgs: readonly string[] = [],
+): Promise<Running> {
   if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
   const fromEnv = process.env.OTM_CHILD_NODE_ARGS?.split(' ').filter((a) => a !== '') ?? [];
   const child = spawn(process.execPath, [...nodeArgs, ...fromEnv, OTM_BIN, ...args], {
@@ -41,8 +46,8 @@ export async function startOtm(args: string[], env: Record<string, string>, time
   });
   let out = '';
   let err = '';
-  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`otm ${args[0]} did not start: ${out} ${err}`)), timeoutMs);
     const check = () => {
@@ -52,7 +57,7 @@ export async function startOtm(args: string[], env: Record<string, string>, time
         resolve(m[1]);
       }
     };
-    child.stdout!.on('data', check);
+    child.stdout.on('data', check);
     child.on('exit', (code) => {
       clearTimeout(timer);
       reject(new Error(`otm ${args[0]} exited with ${code}: ${out} ${err}`));

@@ -31,7 +31,19 @@ export function capacityEntry({ scenario, op, ops, opsBy = {}, seconds, spent, e
     .map((p) => ({ ...p, xEcho: times(p.us) }));
   const together = processes.reduce((a, p) => a + p.us, 0);
   const total = Object.values(spent).reduce((a, b) => a + b, 0);
-  return { scenario, op, ops, opsBy, seconds, window, locationEvents, echo: echo ?? null, processes, together: { us: together, xEcho: times(together) }, cores: total / seconds };
+  return {
+    scenario,
+    op,
+    ops,
+    opsBy,
+    seconds,
+    window,
+    locationEvents,
+    echo: echo ?? null,
+    processes,
+    together: { us: together, xEcho: times(together) },
+    cores: total / seconds,
+  };
 }
 
 /**
@@ -91,7 +103,11 @@ export function capacityLines(entries) {
   for (const e of entries) {
     const echo = e.echo ? `; the fastify echo ${fmt(e.echo.us)} µs a request (${e.echo.of})` : '; no echo measured';
     lines.push(`${e.scenario}`, `  µs of CPU ${e.op}, ${e.window}; ${fmt(e.cores, 2)} cores busy${echo}`);
-    const cells = [...e.processes.filter((p) => p.us >= 0.5), { name: 'together', ...e.together }].map((p) => [p.name, fmt(p.us), x(p.xEcho)]);
+    const cells = [...e.processes.filter((p) => p.us >= 0.5), { name: 'together', ...e.together }].map((p) => [
+      p.name,
+      fmt(p.us),
+      x(p.xEcho),
+    ]);
     for (const l of alignColumns(['process', `µs ${e.op}`, '× echo'], cells)) lines.push(`    ${l}`);
     lines.push('');
   }
@@ -103,7 +119,12 @@ export function sizingLines(entries, { headroom = HEADROOM, rates = RATES } = {}
   const lines = [];
   for (const e of entries.filter((en) => en.locationEvents)) {
     lines.push(`${e.scenario}`, `  µs of CPU an event, ${e.window}`);
-    const cells = sizing(e, { headroom, rates }).map((r) => [r.name, fmt(r.us), fmt(r.perCore, 0), ...r.cores.map((c) => fmt(c, c < 10 ? 1 : 0))]);
+    const cells = sizing(e, { headroom, rates }).map((r) => [
+      r.name,
+      fmt(r.us),
+      fmt(r.perCore, 0),
+      ...r.cores.map((c) => fmt(c, c < 10 ? 1 : 0)),
+    ]);
     const head = ['process', 'µs an event', 'events/s a core', ...rates.map((r) => `cores at ${fmt(r, 0)}/s`)];
     for (const l of alignColumns(head, cells)) lines.push(`    ${l}`);
     lines.push('');

@@ -26,7 +26,8 @@ export function locationBodies(ids = idMaker()) {
 }
 
 /** A small vehicle. */
-export const vehicleDoc = (id, i) => `{"entityType":"vehicle","id":"${id}","name":"Truck ${i}","vehicleType":"tractor","licensePlate":"BX-${i}"}`;
+export const vehicleDoc = (id, i) =>
+  `{"entityType":"vehicle","id":"${id}","name":"Truck ${i}","vehicleType":"tractor","licensePlate":"BX-${i}"}`;
 
 /** The typical trip with inline entities (packages/model/test/fixtures/typical-trip.json), compact. */
 export const TRIP = JSON.parse(fs.readFileSync(path.join(REPO, 'packages/model/test/fixtures/typical-trip.json'), 'utf8'));

@@ -21,7 +21,10 @@ import { fmt, load, log } from './util.mjs';
 export async function pair(ctx, what, svcUrl, token, spec, pids, { beforeTimed } = {}) {
   const { cfg, base } = ctx;
   const out = { warm: {} };
-  for (const [name, url] of [['baseline', base.url], ['service', svcUrl]]) {
+  for (const [name, url] of [
+    ['baseline', base.url],
+    ['service', svcUrl],
+  ]) {
     const connections = spec.connections ?? cfg.connections;
     if (cfg.warmup > 0) out.warm[name] = await load({ ...spec, url, token, duration: cfg.warmup, connections });
     if (name === 'service') await beforeTimed?.();
@@ -30,7 +33,9 @@ export async function pair(ctx, what, svcUrl, token, spec, pids, { beforeTimed }
     out[name] = await load({ ...spec, url, token, duration: cfg.duration, connections });
     if (meter && name === 'service') Object.assign(out, { cpu: meter.spent(), serviceMeter: meter, serviceT0: t0 });
     if (meter && name === 'baseline') out.echoCpu = meter.spent();
-    log(`    ${what} ${name}: ${fmt(out[name].rps)} req/s, p50 ${out[name].p50} ms, p99 ${out[name].p99} ms, non-2xx ${out[name].non2xx}, errors ${out[name].errors}`);
+    log(
+      `    ${what} ${name}: ${fmt(out[name].rps)} req/s, p50 ${out[name].p50} ms, p99 ${out[name].p99} ms, non-2xx ${out[name].non2xx}, errors ${out[name].errors}`,
+    );
   }
   return out;
 }
@@ -38,7 +43,11 @@ export async function pair(ctx, what, svcUrl, token, spec, pids, { beforeTimed }
 /** The echo's CPU per request in a pair measured with `pids`: { us, loadGeneratorUs, requests }. */
 export function echoOf({ echoCpu, baseline }) {
   if (!echoCpu || !(baseline.total > 0)) return undefined;
-  return { us: (echoCpu['fastify echo'] * 1e6) / baseline.total, loadGeneratorUs: (echoCpu['load generator'] * 1e6) / baseline.total, requests: baseline.total };
+  return {
+    us: (echoCpu['fastify echo'] * 1e6) / baseline.total,
+    loadGeneratorUs: (echoCpu['load generator'] * 1e6) / baseline.total,
+    requests: baseline.total,
+  };
 }
 
 /**

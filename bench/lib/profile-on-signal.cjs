@@ -27,7 +27,10 @@ process.on('SIGUSR2', () => {
   session = undefined;
   s.post('Profiler.stop', (err, result) => {
     if (!err) {
-      const name = process.argv.slice(2).map((a) => path.basename(a).replace(/[^A-Za-z0-9.-]/g, '')).join('-');
+      const name = process.argv
+        .slice(2)
+        .map((a) => path.basename(a).replace(/[^A-Za-z0-9.-]/g, ''))
+        .join('-');
       const file = path.join(process.env.OTM_PROFILE_DIR || os.tmpdir(), `${name}-${process.pid}.cpuprofile`);
       fs.writeFileSync(file, JSON.stringify(result.profile));
       process.stderr.write(`cpu profile written: ${file}\n`);

@@ -48,7 +48,11 @@ export function summarise(file, top = 15, { inclusive = false } = {}) {
     mod.set(m, (mod.get(m) ?? 0) + us);
   }
   const busy = total - idle;
-  const rank = (m, n) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([k, us]) => ({ name: k, ms: us / 1000, pct: (100 * us) / busy }));
+  const rank = (m, n) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([k, us]) => ({ name: k, ms: us / 1000, pct: (100 * us) / busy }));
   const out = { totalMs: total / 1000, idleMs: idle / 1000, busyMs: busy / 1000, functions: rank(fn, top), modules: rank(mod, 12) };
   if (inclusive) {
     const incl = new Map();
@@ -70,7 +74,9 @@ export function summarise(file, top = 15, { inclusive = false } = {}) {
 }
 
 export function printSummary(s, write = (x) => process.stdout.write(x)) {
-  write(`sampled ${s.totalMs.toFixed(0)} ms: idle ${s.idleMs.toFixed(0)} ms, busy ${s.busyMs.toFixed(0)} ms (percentages below are of busy time)\n\ntop ${s.functions.length} functions by self time:\n`);
+  write(
+    `sampled ${s.totalMs.toFixed(0)} ms: idle ${s.idleMs.toFixed(0)} ms, busy ${s.busyMs.toFixed(0)} ms (percentages below are of busy time)\n\ntop ${s.functions.length} functions by self time:\n`,
+  );
   for (const f of s.functions) write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(7)} ms  ${f.name}\n`);
   write('\nself time by code location:\n');
   for (const f of s.modules) write(`  ${f.pct.toFixed(1).padStart(5)}%  ${f.ms.toFixed(0).padStart(7)} ms  ${f.name}\n`);

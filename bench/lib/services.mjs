@@ -47,7 +47,9 @@ export async function startDistributed(ctx) {
   const cluster = await startCluster({ env: ctx.serviceEnv });
   const ingress = cluster.processes.get('ingress').url;
   const query = cluster.processes.get('query').url;
-  log(`    cluster up in ${fmt((Date.now() - t0) / 1000)} s: ingress ${ingress}, query ${query}, worker ${cluster.processes.get('worker').url}`);
+  log(
+    `    cluster up in ${fmt((Date.now() - t0) / 1000)} s: ingress ${ingress}, query ${query}, worker ${cluster.processes.get('worker').url}`,
+  );
   // The first consumer-group join on the mock takes ~3 s: wait until a write is visible.
   const id = idMaker().next();
   const put = await request(`${ingress}/api/v5/vehicles`, { method: 'PUT', token: DIST_TOKEN, body: vehicleDoc(id, 0) });

@@ -12,10 +12,21 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const log = (s) => process.stdout.write(`${s}\n`);
 
 /** Deterministic UUID-shaped ids: `<8 hex prefix>-0000-4000-8000-<12 hex counter>`. */
-export function idMaker(prefix = Math.floor(Math.random() * 0xffffffff).toString(16).padStart(8, '0')) {
+export function idMaker(
+  prefix = Math.floor(Math.random() * 0xffffffff)
+    .toString(16)
+    .padStart(8, '0'),
+) {
   let n = 0;
   const at = (i) => `${prefix}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
-  return { prefix, at, next: () => at(n++), get count() { return n; } };
+  return {
+    prefix,
+    at,
+    next: () => at(n++),
+    get count() {
+      return n;
+    },
+  };
 }
 
 /**
@@ -23,7 +34,18 @@ export function idMaker(prefix = Math.floor(Math.random() * 0xffffffff).toString
  * fresh id each time), `pathFn` its path; the same functions serve the baseline and the service.
  * Returns the figures used.
  */
-export async function load({ url, method = 'GET', path: p = '/', token, body, bodyFn, connections = 50, duration = 10, overallRate, pathFn }) {
+export async function load({
+  url,
+  method = 'GET',
+  path: p = '/',
+  token,
+  body,
+  bodyFn,
+  connections = 50,
+  duration = 10,
+  overallRate,
+  pathFn,
+}) {
   const headers = { authorization: `Bearer ${token}` };
   if (body !== undefined || bodyFn) headers['content-type'] = 'application/json';
   const parts = bodyFn;
@@ -205,7 +227,7 @@ export function printTable(rows, write = (s) => process.stdout.write(s)) {
     r.baseline === undefined ? '—' : `${fmt(r.baseline)} ${r.baselineUnit ?? r.unit ?? ''}`.trim(),
     fmt(r.ratio, 2),
     r.target ?? '—',
-    r.pass === true ? 'pass' : r.pass === false ? 'FAIL' : r.status ?? 'info',
+    r.pass === true ? 'pass' : r.pass === false ? 'FAIL' : (r.status ?? 'info'),
   ]);
   const [header, rule, ...lines] = alignColumns(head, cells);
   write(`${header}\n${rule}\n`);

@@ -23,7 +23,18 @@ export async function bulkEmbedded(ctx) {
   await ctx.echoReference();
   const emb = await startEmbedded(ctx);
   try {
-    const r = await warmBulkEndToEnd(ctx, { writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency }, { service: emb.svc.child.pid });
+    const r = await warmBulkEndToEnd(
+      ctx,
+      {
+        writeUrl: emb.url,
+        readUrl: emb.url,
+        token: EMB_TOKEN,
+        n: cfg.bulkEvents,
+        batch: cfg.bulkBatchEmbedded,
+        concurrency: cfg.bulkConcurrency,
+      },
+      { service: emb.svc.child.pid },
+    );
     if (r.invisible) throw new Error(`${r.invisible} of ${r.probeCount} probe events not visible after ${cfg.visibleTimeoutS} s`);
     const cpu = cpuPerUnit(r.cpu, cfg.bulkEvents, 'an event', r.seconds);
     log(`    ${cpu}`);
@@ -47,12 +58,22 @@ export async function bulkEmbedded(ctx) {
       note:
         `baseline: the faster of raw LMDB puts of the same JSON (same batches, committed and flushed: ${raws.map((x) => fmt(x)).join(', ')} puts/s) ` +
         `and the service's event store alone (log and index, same batches: ${logs.map((x) => fmt(x)).join(', ')} events/s), best of 3 runs each; answered at ${fmt(r.answeredRate)} events/s` +
-        (cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchEmbedded / 10), 0)} on the same service` : '') +
+        (cfg.bulkWarmupEvents > 0
+          ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchEmbedded / 10), 0)} on the same service`
+          : '') +
         `; ${cpu} (the bodies sent, the answers and the probe GETs)`,
       rawLmdb: raws,
       rawEventStore: logs,
     });
-    recordCpu(ctx, { scenario, op: 'an event', ops: cfg.bulkEvents, seconds: r.seconds, spent: r.cpu, window: 'from the first request until all were visible (with the probe GETs)', locationEvents: true });
+    recordCpu(ctx, {
+      scenario,
+      op: 'an event',
+      ops: cfg.bulkEvents,
+      seconds: r.seconds,
+      spent: r.cpu,
+      window: 'from the first request until all were visible (with the probe GETs)',
+      locationEvents: true,
+    });
   } finally {
     await emb.stop();
   }
@@ -65,11 +86,24 @@ export async function bulkDistributed(ctx) {
   const { cluster, ingress, query } = await startDistributed(ctx);
   try {
     const n = cfg.bulkEventsDistributed;
-    const r = await warmBulkEndToEnd(ctx, { writeUrl: ingress, readUrl: query, token: DIST_TOKEN, n, batch: cfg.bulkBatchDistributed, concurrency: cfg.bulkConcurrency }, clusterPids(cluster));
+    const r = await warmBulkEndToEnd(
+      ctx,
+      { writeUrl: ingress, readUrl: query, token: DIST_TOKEN, n, batch: cfg.bulkBatchDistributed, concurrency: cfg.bulkConcurrency },
+      clusterPids(cluster),
+    );
     const cpu = cpuPerUnit(r.cpu, n, 'an event', r.seconds);
     log(`    ${cpu}`);
     const ch = createClient({ url: cluster.clickhouse.url, log: { level: ClickHouseLogLevel.OFF } });
-    const inCh = Number((await (await ch.query({ query: `SELECT count() AS c FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${r.ids.prefix}-%'`, format: 'JSONEachRow' })).json())[0].c);
+    const inCh = Number(
+      (
+        await (
+          await ch.query({
+            query: `SELECT count() AS c FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${r.ids.prefix}-%'`,
+            format: 'JSONEachRow',
+          })
+        ).json()
+      )[0].c,
+    );
     await ch.close();
     const raw = inCh > 0 ? await rawClickHouse(cluster.clickhouse.url, r.ids.prefix, inCh) : undefined;
     const rawNote = raw ? `, the faster of JSONEachRow (${fmt(raw.json)} rows/s) and TabSeparated (${fmt(raw.tabs)} rows/s)` : '';
@@ -84,7 +118,15 @@ export async function bulkDistributed(ctx) {
       ...(r.invisible ? { pass: false } : {}),
       note: `${r.invisible ? `UPPER BOUND: ${r.invisible} of ${r.probeCount} probe events still not visible after ${cfg.visibleTimeoutS} s (${fmt(inCh, 0)} of ${fmt(n, 0)} rows in otm_events); ` : ''}baseline: ${fmt(inCh, 0)} of the service's own otm_events rows re-inserted in batches of 10,000 into a copy of the table${rawNote}; answered at ${fmt(r.answeredRate)} events/s; visible = last event of every vehicle key of every batch found by GET; ${cpu} (the bodies sent, the answers and the probe GETs)${cfg.bulkWarmupEvents > 0 ? `; after a warm-up of ${fmt(cfg.bulkWarmupEvents, 0)} events in batches of ${fmt(Math.round(cfg.bulkBatchDistributed / 10), 0)}` : ''}`,
     });
-    recordCpu(ctx, { scenario, op: 'an event', ops: n, seconds: r.seconds, spent: r.cpu, window: 'from the first request until all were visible (the query and Redis: the probe GETs)', locationEvents: true });
+    recordCpu(ctx, {
+      scenario,
+      op: 'an event',
+      ops: n,
+      seconds: r.seconds,
+      spent: r.cpu,
+      window: 'from the first request until all were visible (the query and Redis: the probe GETs)',
+      locationEvents: true,
+    });
   } finally {
     await cluster.close();
   }
@@ -125,7 +167,9 @@ async function rawEventStore(batches, concurrency) {
   const dir = mkTemp('otm-bench-events-');
   const stores = openEmbeddedStores(dir);
   try {
-    const writes = batches.map((b) => b.docs.map((json, i) => ({ op: 'put', tenant: TENANT, doc: { kind: 'events', key: b.keys[i], lifecycleRank: 4, json } })));
+    const writes = batches.map((b) =>
+      b.docs.map((json, i) => ({ op: 'put', tenant: TENANT, doc: { kind: 'events', key: b.keys[i], lifecycleRank: 4, json } })),
+    );
     const n = batches.reduce((a, b) => a + b.docs.length, 0);
     const t0 = performance.now();
     let next = 0;
@@ -148,7 +192,10 @@ async function rawEventStore(batches, concurrency) {
 async function rawClickHouse(url, prefix, n) {
   const ch = createClient({ url, log: { level: ClickHouseLogLevel.OFF }, request_timeout: 600_000 });
   try {
-    const rs = await ch.query({ query: `SELECT * FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${prefix}-%' LIMIT ${n}`, format: 'JSONEachRow' });
+    const rs = await ch.query({
+      query: `SELECT * FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${prefix}-%' LIMIT ${n}`,
+      format: 'JSONEachRow',
+    });
     const rowsRead = await rs.json();
     if (rowsRead.length < n) throw new Error(`only ${rowsRead.length} of ${n} rows found in otm.otm_events`);
     await ch.command({ query: 'DROP TABLE IF EXISTS otm.bench_raw_events' });
@@ -165,14 +212,16 @@ async function rawClickHouse(url, prefix, n) {
       return (rowsRead.length * 1000) / (performance.now() - t0);
     };
     const json = await timed((values) => ch.insert({ table: 'otm.bench_raw_events', values, format: 'JSONEachRow' }), jsonBatches);
-    const tabs = await timed(
-      async (text) => {
-        const { stream } = await ch.exec({ query: `INSERT INTO otm.bench_raw_events (${EVENT_COLUMNS.join(', ')}) FORMAT TabSeparated`, values: Readable.from([text]) });
-        for await (const _ of stream); // the empty answer, read to the end
-      },
-      tsvBatches,
+    const tabs = await timed(async (text) => {
+      const { stream } = await ch.exec({
+        query: `INSERT INTO otm.bench_raw_events (${EVENT_COLUMNS.join(', ')}) FORMAT TabSeparated`,
+        values: Readable.from([text]),
+      });
+      for await (const _ of stream); // the empty answer, read to the end
+    }, tsvBatches);
+    const stored = Number(
+      (await (await ch.query({ query: 'SELECT count() AS c FROM otm.bench_raw_events', format: 'JSONEachRow' })).json())[0].c,
     );
-    const stored = Number((await (await ch.query({ query: 'SELECT count() AS c FROM otm.bench_raw_events', format: 'JSONEachRow' })).json())[0].c);
     if (stored !== rowsRead.length) throw new Error(`the TabSeparated baseline stored ${stored} of ${rowsRead.length} rows`);
     await ch.command({ query: 'DROP TABLE IF EXISTS otm.bench_raw_events' });
     return { rate: Math.max(json, tabs), json, tabs };

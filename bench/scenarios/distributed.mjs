@@ -28,16 +28,30 @@ export async function distributed(ctx) {
     const rows = eventRows(cluster, loc.ids.prefix);
     try {
       let rowsBefore = 0;
-      const b = await pair(ctx, 'PUT event', ingress, DIST_TOKEN, { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next }, clusterPids(cluster), {
-        beforeTimed: async () => {
-          rowsBefore = await rows.count();
+      const b = await pair(
+        ctx,
+        'PUT event',
+        ingress,
+        DIST_TOKEN,
+        { method: 'PUT', path: '/api/v5/events', bodyFn: loc.next },
+        clusterPids(cluster),
+        {
+          beforeTimed: async () => {
+            rowsBefore = await rows.count();
+          },
         },
-      });
+      );
       ctx.maxPutRate = b.service.rps;
       const cpu = cpuPerUnit(b.cpu, b.service.total, 'a PUT', cfg.duration);
       log(`    ${cpu}`);
       const scenario = `PUT locationUpdateEvent, ${cfg.connections} conn, distributed ingress (answered after Kafka acks=-1)`;
-      throughputRow(ctx, scenario, RETIRED, b, `; straight to the ingress process; workers, Kafka mock, Redis, ClickHouse on the same 2 cores; ${cpu} (the backlog the workers and ClickHouse work off after the run not counted)`);
+      throughputRow(
+        ctx,
+        scenario,
+        RETIRED,
+        b,
+        `; straight to the ingress process; workers, Kafka mock, Redis, ClickHouse on the same 2 cores; ${cpu} (the backlog the workers and ClickHouse work off after the run not counted)`,
+      );
       await recordPutCpu(ctx, scenario, b, rows, rowsBefore);
     } finally {
       await rows.close();
@@ -69,7 +83,10 @@ function eventRows(cluster, prefix) {
   const ch = createClient({ url: cluster.clickhouse.url, log: { level: ClickHouseLogLevel.OFF } });
   return {
     async count() {
-      const rs = await ch.query({ query: `SELECT count() AS c FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${prefix}-%'`, format: 'JSONEachRow' });
+      const rs = await ch.query({
+        query: `SELECT count() AS c FROM otm.otm_events WHERE tenant = '${TENANT}' AND event_id LIKE '${prefix}-%'`,
+        format: 'JSONEachRow',
+      });
       return Number((await rs.json())[0].c);
     },
     close: () => ch.close(),
@@ -112,5 +129,10 @@ async function recordPutCpu(ctx, scenario, b, rows, rowsBefore) {
     locationEvents: true,
     echo: echo && { ...echo, of: 'the same requests' },
   });
-  log(`    CPU µs an event by process, ${window}: ${e.processes.filter((p) => p.us >= 0.5).map((p) => `${p.name} ${Math.round(p.us)}`).join(', ')}; together ${Math.round(e.together.us)} µs`);
+  log(
+    `    CPU µs an event by process, ${window}: ${e.processes
+      .filter((p) => p.us >= 0.5)
+      .map((p) => `${p.name} ${Math.round(p.us)}`)
+      .join(', ')}; together ${Math.round(e.together.us)} µs`,
+  );
 }

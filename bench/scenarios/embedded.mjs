@@ -51,12 +51,22 @@ export async function embedded(ctx) {
       recordPairCpu(ctx, scenario, g, { op: 'a GET' });
     }
     if (profile === 'bulk') {
-      const r = await bulkEndToEnd(ctx, { writeUrl: emb.url, readUrl: emb.url, token: EMB_TOKEN, n: cfg.bulkEvents, batch: cfg.bulkBatchEmbedded, concurrency: cfg.bulkConcurrency });
+      const r = await bulkEndToEnd(ctx, {
+        writeUrl: emb.url,
+        readUrl: emb.url,
+        token: EMB_TOKEN,
+        n: cfg.bulkEvents,
+        batch: cfg.bulkBatchEmbedded,
+        concurrency: cfg.bulkConcurrency,
+      });
       log(`    bulk: ${fmt(r.rate)} events/s visible, answered at ${fmt(r.answeredRate)} events/s`);
     }
     if (profile) {
       await emb.stop();
-      const file = fs.readdirSync(profDir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(profDir, f))[0];
+      const file = fs
+        .readdirSync(profDir)
+        .filter((f) => f.endsWith('.cpuprofile'))
+        .map((f) => path.join(profDir, f))[0];
       log(`\n== profile of the embedded service during the ${profile} scenario: ${path.relative(REPO, file)}\n`);
       const s = summarise(file, 15);
       printSummary(s);
@@ -80,7 +90,9 @@ function memoryRow(ctx, emb, memory) {
   const dbFile = path.join(emb.dataDir, 'store', 'otm.mdb');
   const dbMB = fs.existsSync(dbFile) ? fs.statSync(dbFile).size / 1024 / 1024 : NaN;
   const logDir = path.join(emb.dataDir, 'events');
-  const logMB = fs.existsSync(logDir) ? fs.readdirSync(logDir).reduce((a, f) => a + fs.statSync(path.join(logDir, f)).size, 0) / 1024 / 1024 : NaN;
+  const logMB = fs.existsSync(logDir)
+    ? fs.readdirSync(logDir).reduce((a, f) => a + fs.statSync(path.join(logDir, f)).size, 0) / 1024 / 1024
+    : NaN;
   ctx.addRow({
     scenario: 'peak RSS (VmHWM) of the embedded service after the PUT scenarios',
     figure: mem.hwmMB,
@@ -89,7 +101,9 @@ function memoryRow(ctx, emb, memory) {
     pass: mem.hwmMB <= 300,
     note:
       // The mapped part grows with the events written: shorter PUT runs write less.
-      (cfg.duration < 20 ? `REDUCED: PUT runs of ${cfg.duration} s instead of 20 s write less data, and less of the database is mapped; ` : '') +
+      (cfg.duration < 20
+        ? `REDUCED: PUT runs of ${cfg.duration} s instead of 20 s write less data, and less of the database is mapped; `
+        : '') +
       `RSS now ${fmt(mem.rssMB)} MB, of which the mapped LMDB file ${fmt(mappedMB(emb.svc.child.pid, dbFile))} MB (database ${fmt(dbMB)} MB on disk; the event log, read with pread and not mapped, ${fmt(logMB)} MB); ` +
       `peak anonymous memory (heap, buffers; RssAnon sampled every 100 ms) ${fmt(peaks.peakAnonMB)} MB, peak file-backed ${fmt(peaks.peakFileMB)} MB`,
     memory: { ...mem, ...peaks, dbMB, logMB },

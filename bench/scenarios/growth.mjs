@@ -43,7 +43,8 @@ export async function growth(ctx) {
         const docs = [];
         for (let i = from; i < to; i++) docs.push(vehicleDoc(ids.at(i), i));
         const r = await request(`${emb.url}/api/v5/bulk/vehicles`, { method: 'POST', token: EMB_TOKEN, body: `[${docs.join(',')}]` });
-        if (r.status !== 200 || JSON.parse(r.body).accepted !== to - from) throw new Error(`preload bulk answered ${r.status}: ${r.body.slice(0, 200)}`);
+        if (r.status !== 200 || JSON.parse(r.body).accepted !== to - from)
+          throw new Error(`preload bulk answered ${r.status}: ${r.body.slice(0, 200)}`);
         stored = Math.max(stored, to);
       }
     };
@@ -54,11 +55,32 @@ export async function growth(ctx) {
   const measure = async (label) => {
     const count = stored;
     await getLatencies(emb.url, EMB_TOKEN, 1_000, () => `/api/v5/vehicles/${ids.at(Math.floor(Math.random() * count))}`); // warm-up
-    const lat = await getLatencies(emb.url, EMB_TOKEN, cfg.growthGets, () => `/api/v5/vehicles/${ids.at(Math.floor(Math.random() * count))}`);
+    const lat = await getLatencies(
+      emb.url,
+      EMB_TOKEN,
+      cfg.growthGets,
+      () => `/api/v5/vehicles/${ids.at(Math.floor(Math.random() * count))}`,
+    );
     const putIds = idMaker();
     let i = 0;
-    await load({ url: emb.url, token: EMB_TOKEN, method: 'PUT', path: '/api/v5/vehicles', bodyFn: () => vehicleDoc(putIds.at(i), i++), duration: cfg.warmup || 1, connections: cfg.connections });
-    const put = await load({ url: emb.url, token: EMB_TOKEN, method: 'PUT', path: '/api/v5/vehicles', bodyFn: () => vehicleDoc(putIds.at(i), i++), duration: cfg.duration, connections: cfg.connections });
+    await load({
+      url: emb.url,
+      token: EMB_TOKEN,
+      method: 'PUT',
+      path: '/api/v5/vehicles',
+      bodyFn: () => vehicleDoc(putIds.at(i), i++),
+      duration: cfg.warmup || 1,
+      connections: cfg.connections,
+    });
+    const put = await load({
+      url: emb.url,
+      token: EMB_TOKEN,
+      method: 'PUT',
+      path: '/api/v5/vehicles',
+      bodyFn: () => vehicleDoc(putIds.at(i), i++),
+      duration: cfg.duration,
+      connections: cfg.connections,
+    });
     const m = { count, p50: percentile(lat, 50), p99: percentile(lat, 99), putRps: put.rps, putBad: put.non2xx + put.errors };
     log(`    ${label}: ${fmt(count, 0)} stored: GET p50 ${fmt(m.p50)} ms p99 ${fmt(m.p99)} ms; PUT vehicle ${fmt(m.putRps)} req/s`);
     return m;

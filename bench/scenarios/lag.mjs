@@ -17,16 +17,40 @@ export async function lag(ctx) {
     if (ctx.maxPutRate === undefined) {
       log('    measuring the maximum PUT rate of the ingress first');
       const loc = locationBodies();
-      if (cfg.warmup > 0) await load({ url: ingress, token: DIST_TOKEN, method: 'PUT', path: '/api/v5/events', bodyFn: loc.next, duration: cfg.warmup, connections: cfg.connections });
-      ctx.maxPutRate = (await load({ url: ingress, token: DIST_TOKEN, method: 'PUT', path: '/api/v5/events', bodyFn: loc.next, duration: cfg.duration, connections: cfg.connections })).rps;
+      if (cfg.warmup > 0)
+        await load({
+          url: ingress,
+          token: DIST_TOKEN,
+          method: 'PUT',
+          path: '/api/v5/events',
+          bodyFn: loc.next,
+          duration: cfg.warmup,
+          connections: cfg.connections,
+        });
+      ctx.maxPutRate = (
+        await load({
+          url: ingress,
+          token: DIST_TOKEN,
+          method: 'PUT',
+          path: '/api/v5/events',
+          bodyFn: loc.next,
+          duration: cfg.duration,
+          connections: cfg.connections,
+        })
+      ).rps;
       // That run left the worker a backlog of events: a fresh cluster.
       await cluster.close();
       ({ cluster, ingress, query } = await startDistributed(ctx));
     }
     const rate = ctx.maxPutRate / 2;
-    log(`    visibility lag at ${fmt(rate)} PUT/s (half of ${fmt(ctx.maxPutRate)}), ${cfg.lagDuration} s, a probe every ${cfg.lagProbeEveryMs} ms`);
+    log(
+      `    visibility lag at ${fmt(rate)} PUT/s (half of ${fmt(ctx.maxPutRate)}), ${cfg.lagDuration} s, a probe every ${cfg.lagProbeEveryMs} ms`,
+    );
     const l = await lagRun(ctx, { ingress, query, rate, duration: cfg.lagDuration });
-    for (const [k, what] of [['events', 'locationUpdateEvent → ClickHouse'], ['vehicles', 'vehicle → Redis']]) {
+    for (const [k, what] of [
+      ['events', 'locationUpdateEvent → ClickHouse'],
+      ['vehicles', 'vehicle → Redis'],
+    ]) {
       const s = l[k];
       ctx.addRow({
         scenario: `visibility lag p99, ${what}, at ${fmt(l.achieved)} PUT/s (half max), distributed`,
@@ -46,7 +70,16 @@ export async function lag(ctx) {
 /** The background load and the probes; each probe's GET is polled every 5 ms, given up after 20 s. */
 async function lagRun(ctx, { ingress, query, rate, duration }) {
   const bg = locationBodies();
-  const background = load({ url: ingress, token: DIST_TOKEN, method: 'PUT', path: '/api/v5/events', bodyFn: bg.next, connections: 20, duration, overallRate: Math.max(1, Math.round(rate)) });
+  const background = load({
+    url: ingress,
+    token: DIST_TOKEN,
+    method: 'PUT',
+    path: '/api/v5/events',
+    bodyFn: bg.next,
+    connections: 20,
+    duration,
+    overallRate: Math.max(1, Math.round(rate)),
+  });
   const probeIds = idMaker();
   const samples = { events: [], vehicles: [] };
   const failures = { events: 0, vehicles: 0 };

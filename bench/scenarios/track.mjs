@@ -26,14 +26,21 @@ export async function track(ctx) {
   const ch = createClient({ url: chs.url, log: { level: ClickHouseLogLevel.OFF }, request_timeout: 900_000 });
   try {
     await run(process.execPath, [OTM_BIN, 'migrate'], {
-      env: { PATH: process.env.PATH ?? '', OTM_EVENT_STORE: 'clickhouse', CLICKHOUSE_URL: chs.url, OTM_DATA_DIR: dataDir, LOG_LEVEL: 'warn' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        OTM_EVENT_STORE: 'clickhouse',
+        CLICKHOUSE_URL: chs.url,
+        OTM_DATA_DIR: dataDir,
+        LOG_LEVEL: 'warn',
+      },
     });
     const docs = fs.readFileSync(path.join(REPO, 'docs/analytics.md'), 'utf8');
     const m = /```sql\n-- name: vehicle_track_with_documents\n([\s\S]*?)```/.exec(docs);
     if (!m) throw new Error('docs/analytics.md: query vehicle_track_with_documents not found');
     const VEH = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01'; // the vehicle id written in the doc's query
     const withDocs = m[1];
-    if (!withDocs.includes(VEH) || !withDocs.includes("'2024-03-01 00:00:00'")) throw new Error('docs/analytics.md: track query changed; update bench/scenarios/track.mjs');
+    if (!withDocs.includes(VEH) || !withDocs.includes("'2024-03-01 00:00:00'"))
+      throw new Error('docs/analytics.md: track query changed; update bench/scenarios/track.mjs');
     // Positions only: the doc's track query without its document column.
     const positions = `SELECT event_id, lifecycle_rank, event_time_ms, lat, lon, speed_kmh FROM otm.otm_events FINAL
       WHERE tenant = 'acme' AND deleted = 0 AND vehicle_id = '${VEH}' AND event_type = 'locationUpdateEvent'
@@ -72,7 +79,10 @@ export async function track(ctx) {
         if (Number(n) === 0 || Date.now() - t1 > 300_000) break;
         await sleep(500);
       }
-      const rs = await ch.query({ query: `SELECT count() AS parts FROM system.parts WHERE database = 'otm' AND table = 'otm_events' AND active`, format: 'JSONEachRow' });
+      const rs = await ch.query({
+        query: `SELECT count() AS parts FROM system.parts WHERE database = 'otm' AND table = 'otm_events' AND active`,
+        format: 'JSONEachRow',
+      });
       const [{ parts }] = await rs.json();
       log(`    merges settled after ${fmt((Date.now() - t1) / 1000)} s; otm_events has ${parts} active parts`);
     };
@@ -89,15 +99,23 @@ export async function track(ctx) {
         for (let i = 0; i < cfg.trackRuns; i++) ms.push((await time1(sql)).ms);
         return { ms: median(ms), rows: first.rows };
       } catch (e) {
-        return { error: String(e.message ?? e).split('\n')[0].slice(0, 160) };
+        return {
+          error: String(e.message ?? e)
+            .split('\n')[0]
+            .slice(0, 160),
+        };
       }
     };
     await insertUpTo(cfg.trackSmall);
     const small = { track: await timeIt(positions), docs: await timeIt(withDocs) };
-    log(`    at ${fmt(stored, 0)}: track ${fmt(small.track.ms)} ms ${small.track.error ?? ''}, with documents ${fmt(small.docs.ms)} ms ${small.docs.error ?? ''}`);
+    log(
+      `    at ${fmt(stored, 0)}: track ${fmt(small.track.ms)} ms ${small.track.error ?? ''}, with documents ${fmt(small.docs.ms)} ms ${small.docs.error ?? ''}`,
+    );
     await insertUpTo(cfg.trackLarge);
     const large = { track: await timeIt(positions), docs: await timeIt(withDocs) };
-    log(`    at ${fmt(stored, 0)}: track ${fmt(large.track.ms)} ms ${large.track.error ?? ''}, with documents ${fmt(large.docs.ms)} ms ${large.docs.error ?? ''}`);
+    log(
+      `    at ${fmt(stored, 0)}: track ${fmt(large.track.ms)} ms ${large.track.error ?? ''}, with documents ${fmt(large.docs.ms)} ms ${large.docs.error ?? ''}`,
+    );
     const reduced = cfg.trackLarge < 10_000_000 ? `REDUCED: ${fmt(cfg.trackLarge, 0)} rows instead of 10,000,000; ` : '';
     const common = `${reduced}measured on ClickHouse 18.16 directly (the service has no track endpoint yet), rows inserted by INSERT … SELECT, median of ${cfg.trackRuns} runs`;
     const trackRow = (scenario, l, sm) =>
@@ -111,8 +129,16 @@ export async function track(ctx) {
         ...(l.error || sm.error ? { pass: false } : {}),
         note: `${common}; ${l.error ? `FAILED at ${fmt(cfg.trackLarge, 0)} rows: ${l.error}` : `${l.rows} rows answered`}${sm.error ? `; FAILED at ${fmt(cfg.trackSmall, 0)}: ${sm.error}` : ''}`,
       });
-    trackRow(`track query (docs/analytics.md vehicle_track_with_documents) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`, large.docs, small.docs);
-    trackRow(`track query, positions only (the same query without the doc column) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`, large.track, small.track);
+    trackRow(
+      `track query (docs/analytics.md vehicle_track_with_documents) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`,
+      large.docs,
+      small.docs,
+    );
+    trackRow(
+      `track query, positions only (the same query without the doc column) at ${fmt(cfg.trackLarge, 0)} vs ${fmt(cfg.trackSmall, 0)} rows`,
+      large.track,
+      small.track,
+    );
   } finally {
     await ch.close();
     await chs.stop();

@@ -59,7 +59,8 @@ async function publishUntilAccepted(bus: Bus, envelopes: readonly Envelope[], at
   }
 }
 
-const fail = (retryable: boolean) => new OtmServiceError(retryable ? 'unavailable' : 'internal', retryable ? 503 : 500, 'contract: induced failure', { retryable });
+const fail = (retryable: boolean) =>
+  new OtmServiceError(retryable ? 'unavailable' : 'internal', retryable ? 503 : 500, 'contract: induced failure', { retryable });
 
 /**
  * `groupMembers: false` leaves out the test of several members in one group (an in-process bus
@@ -180,29 +181,30 @@ export function busContract(name: string, factory: () => Promise<BusFixture>, op
       await sub2.close();
     });
 
-    if (opts.groupMembers !== false) it('two members of a group share the partitions; one leaving hands its partitions over without loss', async () => {
-      const f = await open();
-      const topic = f.topic();
-      const group = `g-${randomUUID()}`;
-      const byMember: [Set<number>, Set<number>] = [new Set(), new Set()];
-      const peer = await f.peer();
-      const subA = await f.bus.subscribe(topic, group, async (b) => void b.forEach((e) => byMember[0].add(e.message.acceptedAt)));
-      const subB = await peer.subscribe(topic, group, async (b) => void b.forEach((e) => byMember[1].add(e.message.acceptedAt)));
-      await Promise.all([f.joined(subA), f.joined(subB)]);
-      const union = () => new Set([...byMember[0], ...byMember[1]]);
-      await f.bus.publish(Array.from({ length: 200 }, (_, n) => envelope(topic, `k${n % 40}`, n)));
-      await eventually(() => expect(union().size).toBe(200));
-      expect(byMember[0].size).toBeGreaterThan(0);
-      expect(byMember[1].size).toBeGreaterThan(0);
-      await subA.close();
-      const before = byMember[1].size;
-      await f.bus.publish(Array.from({ length: 200 }, (_, n) => envelope(topic, `k${n % 40}`, 200 + n)));
-      await eventually(() => expect(union().size).toBe(400), 25_000);
-      // every message of the second half reached the member that stayed
-      for (let n = 200; n < 400; n++) expect(byMember[1].has(n)).toBe(true);
-      expect(byMember[1].size).toBeGreaterThan(before);
-      await subB.close();
-    }, 40_000);
+    if (opts.groupMembers !== false)
+      it('two members of a group share the partitions; one leaving hands its partitions over without loss', async () => {
+        const f = await open();
+        const topic = f.topic();
+        const group = `g-${randomUUID()}`;
+        const byMember: [Set<number>, Set<number>] = [new Set(), new Set()];
+        const peer = await f.peer();
+        const subA = await f.bus.subscribe(topic, group, async (b) => void b.forEach((e) => byMember[0].add(e.message.acceptedAt)));
+        const subB = await peer.subscribe(topic, group, async (b) => void b.forEach((e) => byMember[1].add(e.message.acceptedAt)));
+        await Promise.all([f.joined(subA), f.joined(subB)]);
+        const union = () => new Set([...byMember[0], ...byMember[1]]);
+        await f.bus.publish(Array.from({ length: 200 }, (_, n) => envelope(topic, `k${n % 40}`, n)));
+        await eventually(() => expect(union().size).toBe(200));
+        expect(byMember[0].size).toBeGreaterThan(0);
+        expect(byMember[1].size).toBeGreaterThan(0);
+        await subA.close();
+        const before = byMember[1].size;
+        await f.bus.publish(Array.from({ length: 200 }, (_, n) => envelope(topic, `k${n % 40}`, 200 + n)));
+        await eventually(() => expect(union().size).toBe(400), 25_000);
+        // every message of the second half reached the member that stayed
+        for (let n = 200; n < 400; n++) expect(byMember[1].has(n)).toBe(true);
+        expect(byMember[1].size).toBeGreaterThan(before);
+        await subB.close();
+      }, 40_000);
 
     it('is ready while it runs', async () => {
       const f = await open();

@@ -7,17 +7,21 @@ import { FAST_CONSUMER_SETTINGS, KafkaBus, type KafkaSubscription } from '@otm/d
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../infra/services.js';
 import { busContract } from './bus.contract.js';
 
-busContract('MemoryBus', async () => {
-  const bus = new MemoryBus({ partitions: 4, maxBatch: 50 });
-  return {
-    bus,
-    capabilities: { retains: false, groupMembers: false },
-    topic: () => `contract-${randomUUID()}` as Topic,
-    joined: async () => {},
-    peer: async () => bus,
-    close: () => bus.close(),
-  };
-}, { groupMembers: false });
+busContract(
+  'MemoryBus',
+  async () => {
+    const bus = new MemoryBus({ partitions: 4, maxBatch: 50 });
+    return {
+      bus,
+      capabilities: { retains: false, groupMembers: false },
+      topic: () => `contract-${randomUUID()}` as Topic,
+      joined: async () => {},
+      peer: async () => bus,
+      close: () => bus.close(),
+    };
+  },
+  { groupMembers: false },
+);
 
 const enabled = integrationEnabled('Bus contract: KafkaBus (librdkafka mock cluster)');
 describe.skipIf(!enabled)('on Kafka', () => {

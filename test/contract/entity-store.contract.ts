@@ -15,8 +15,13 @@ export interface EntityStoreFixture {
   close(): Promise<void>;
 }
 
-const doc = (kind: KindSegment, key: string, rank: number, body: Record<string, unknown>, stamp: VersionStamp = { modified: 1, acceptedAt: 2 }) =>
-  ({ kind, key, lifecycleRank: rank, json: JSON.stringify(body), stamp }) satisfies StoredDocument & { stamp: VersionStamp };
+const doc = (
+  kind: KindSegment,
+  key: string,
+  rank: number,
+  body: Record<string, unknown>,
+  stamp: VersionStamp = { modified: 1, acceptedAt: 2 },
+) => ({ kind, key, lifecycleRank: rank, json: JSON.stringify(body), stamp }) satisfies StoredDocument & { stamp: VersionStamp };
 const body = (d: StoredDocument | undefined) => (d ? (JSON.parse(d.json) as Record<string, unknown>) : undefined);
 
 export function entityStoreContract(name: string, factory: () => Promise<EntityStoreFixture>): void {
@@ -52,7 +57,9 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       const { store } = await open();
       const k = randomUUID();
       const json = '{"name":"O\'Brien \\\\ \\"q\\" \\u00e9\\n","a":[1,2.5,null]}';
-      await store.unit(async (tx) => tx.put('t1', { kind: 'trips', key: k, lifecycleRank: 0, json, stamp: { modified: 0, acceptedAt: 1 } }));
+      await store.unit(async (tx) =>
+        tx.put('t1', { kind: 'trips', key: k, lifecycleRank: 0, json, stamp: { modified: 0, acceptedAt: 1 } }),
+      );
       expect((await store.get('t1', 'trips', k))?.json).toBe(json);
     });
 
@@ -151,7 +158,11 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
     it('pending effects come back in acceptance order, then event key; removal is exact', async () => {
       const { store } = await open();
       const k = randomUUID();
-      const e = (acceptedAt: number, eventKey: string): PendingEffect => ({ acceptedAt, eventKey, event: { eventType: 'updateEvent', n: `${acceptedAt}${eventKey}` } });
+      const e = (acceptedAt: number, eventKey: string): PendingEffect => ({
+        acceptedAt,
+        eventKey,
+        event: { eventType: 'updateEvent', n: `${acceptedAt}${eventKey}` },
+      });
       await store.unit(async (tx) => {
         tx.addPending('t', 'trips', k, e(30, 'a'));
         tx.addPending('t', 'trips', k, e(1_700_000_000_000, 'z'));
@@ -160,7 +171,13 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       await store.unit(async (tx) => {
         tx.addPending('t', 'trips', k, e(20, 'a'));
         tx.addPending('t', 'trips', k, e(5, 'x'));
-        expect((await tx.pending('t', 'trips', k)).map((p) => `${p.acceptedAt}${p.eventKey}`)).toEqual(['5x', '20a', '20b', '30a', '1700000000000z']);
+        expect((await tx.pending('t', 'trips', k)).map((p) => `${p.acceptedAt}${p.eventKey}`)).toEqual([
+          '5x',
+          '20a',
+          '20b',
+          '30a',
+          '1700000000000z',
+        ]);
       });
       await store.unit(async (tx) => {
         const list = await tx.pending('t', 'trips', k);
@@ -196,7 +213,10 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
         });
         let reads = 0;
         let done = false;
-        void committing.then(() => (done = true), () => (done = true));
+        void committing.then(
+          () => (done = true),
+          () => (done = true),
+        );
         while (!done) {
           await Promise.all(keys.map((k) => store.get('t', 'trips', k)));
           reads++;

@@ -44,7 +44,7 @@ export function eventStoreContract(name: string, factory: () => Promise<EventSto
     it('returns what was written, byte for byte, and nothing for an unknown id', async () => {
       const { store } = await open();
       const id = randomUUID();
-      const doc = location(id, { name: "O'Brien \\ \"quoted\" \u00e9\n" });
+      const doc = location(id, { name: 'O\'Brien \\ "quoted" \u00e9\n' });
       await store.write([putEvent('t1', doc)]);
       const got = await store.get('t1', 'events', id);
       expect(got).toMatchObject({ kind: 'events', key: id, lifecycleRank: 0, json: JSON.stringify(doc) });
@@ -124,22 +124,23 @@ export function eventStoreContract(name: string, factory: () => Promise<EventSto
     });
 
     // Only for such stores (the telemetry worker hands the others one batch at a time).
-    if (opts.appliesInCallOrder) it('applies writes in call order, also of calls made before earlier ones resolved', async () => {
-      const { store } = await open();
-      const ids = Array.from({ length: 20 }, () => randomUUID());
-      // Many calls at once, each without waiting: puts, deletes and new versions of the same ids.
-      const calls: Promise<void>[] = [];
-      for (let round = 0; round < 5; round++) {
-        for (const id of ids) {
-          calls.push(store.write([putEvent('t1', location(id, { name: `r${round}` }))]));
-          if (round === 3) calls.push(store.write([del('t1', id)]));
+    if (opts.appliesInCallOrder)
+      it('applies writes in call order, also of calls made before earlier ones resolved', async () => {
+        const { store } = await open();
+        const ids = Array.from({ length: 20 }, () => randomUUID());
+        // Many calls at once, each without waiting: puts, deletes and new versions of the same ids.
+        const calls: Promise<void>[] = [];
+        for (let round = 0; round < 5; round++) {
+          for (const id of ids) {
+            calls.push(store.write([putEvent('t1', location(id, { name: `r${round}` }))]));
+            if (round === 3) calls.push(store.write([del('t1', id)]));
+          }
         }
-      }
-      calls.push(store.write([del('t1', ids[0]!)]));
-      await Promise.all(calls);
-      expect(await store.get('t1', 'events', ids[0]!)).toBeUndefined();
-      for (const id of ids.slice(1)) expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('r4');
-    });
+        calls.push(store.write([del('t1', ids[0]!)]));
+        await Promise.all(calls);
+        expect(await store.get('t1', 'events', ids[0]!)).toBeUndefined();
+        for (const id of ids.slice(1)) expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('r4');
+      });
 
     it('keeps tenants apart', async () => {
       const { store } = await open();

@@ -9,17 +9,21 @@ import { ClickHouseEventStore } from '@otm/distributed';
 import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../infra/services.js';
 import { eventStoreContract } from './event-store.contract.js';
 
-eventStoreContract('LMDB (embedded)', async () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-contract-'));
-  const stores = openEmbeddedStores(dir);
-  return {
-    store: stores.events,
-    close: async () => {
-      await stores.close();
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}, { appliesInCallOrder: true });
+eventStoreContract(
+  'LMDB (embedded)',
+  async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-contract-'));
+    const stores = openEmbeddedStores(dir);
+    return {
+      store: stores.events,
+      close: async () => {
+        await stores.close();
+        fs.rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  },
+  { appliesInCallOrder: true },
+);
 
 const enabled = integrationEnabled('EventStore contract: ClickHouse');
 describe.skipIf(!enabled)('on ClickHouse', () => {
@@ -32,15 +36,19 @@ describe.skipIf(!enabled)('on ClickHouse', () => {
     await ch?.stop();
   });
 
-  eventStoreContract('ClickHouse', async () => {
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_contract_${randomUUID().replace(/-/g, '').slice(0, 12)}` });
-    await store.migrate();
-    return {
-      store,
-      close: async () => {
-        await store.dropDatabase();
-        await store.close();
-      },
-    };
-  }, { appliesInCallOrder: false });
+  eventStoreContract(
+    'ClickHouse',
+    async () => {
+      const store = new ClickHouseEventStore({ url: ch.url, database: `otm_contract_${randomUUID().replace(/-/g, '').slice(0, 12)}` });
+      await store.migrate();
+      return {
+        store,
+        close: async () => {
+          await store.dropDatabase();
+          await store.close();
+        },
+      };
+    },
+    { appliesInCallOrder: false },
+  );
 });

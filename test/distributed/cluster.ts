@@ -116,6 +116,7 @@ export async function eventually<T>(check: () => Promise<T | undefined>, ms = 15
     } catch (e) {
       last = e;
     }
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- whatever was thrown, as String() shows it (an Error: its name and message)
     if (Date.now() > until) throw new Error(`${what} not reached within ${ms} ms${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, 50));
   }

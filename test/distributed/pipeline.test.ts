@@ -18,7 +18,9 @@ interface Example {
   valid: boolean;
   document: Record<string, unknown>;
 }
-const examples = JSON.parse(fs.readFileSync(new URL('../../packages/model/test/fixtures/model-examples.json', import.meta.url), 'utf8')) as Example[];
+const examples = JSON.parse(
+  fs.readFileSync(new URL('../../packages/model/test/fixtures/model-examples.json', import.meta.url), 'utf8'),
+) as Example[];
 
 const H = (token = 'writer-token-acme') => ({ authorization: `Bearer ${token}`, 'content-type': 'application/json' });
 
@@ -34,10 +36,14 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
   };
   /** GET until it answers 200 (the pipeline is asynchronous). */
   const visible = (path: string, pred: (b: any) => boolean = () => true, token?: string) =>
-    eventually(async () => {
-      const r = await get(path, token);
-      return r.status === 200 && pred(r.body) ? r.body : undefined;
-    }, 20_000, `GET ${path}`);
+    eventually(
+      async () => {
+        const r = await get(path, token);
+        return r.status === 200 && pred(r.body) ? r.body : undefined;
+      },
+      20_000,
+      `GET ${path}`,
+    );
   const gone = (path: string) => eventually(async () => ((await get(path)).status === 404 ? true : undefined), 20_000, `404 at ${path}`);
 
   beforeAll(async () => {
@@ -80,7 +86,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     await visible(`/api/v5/actions/${ids.stopLoad}`);
     await put('consignments', consignment);
     await visible(`/api/v5/consignments/${ids.consignment}`);
-    const u = await put('events', { eventType: 'updateEvent', lifecycle: 'actual', entity: { entityType: 'consignment', id: ids.consignment, status: 'completed', description: null } });
+    const u = await put('events', {
+      eventType: 'updateEvent',
+      lifecycle: 'actual',
+      entity: { entityType: 'consignment', id: ids.consignment, status: 'completed', description: null },
+    });
     expect(u.status).toBe(200);
     const updated = await visible(`/api/v5/consignments/${ids.consignment}`, (b) => b.status === 'completed');
     expect(updated).not.toHaveProperty('description');
@@ -88,7 +98,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     const tid = '9e000000-0000-4000-8000-000000000001';
     await put('trips', { entityType: 'trip', id: tid });
     await visible(`/api/v5/trips/${tid}`);
-    await put('events', { eventType: 'associationCreatedEvent', entity1: { associationType: 'reference', entityType: 'trip', uuid: tid }, entity2: { associationType: 'reference', entityType: 'vehicle', uuid: ids.vehicle } });
+    await put('events', {
+      eventType: 'associationCreatedEvent',
+      entity1: { associationType: 'reference', entityType: 'trip', uuid: tid },
+      entity2: { associationType: 'reference', entityType: 'vehicle', uuid: ids.vehicle },
+    });
     await visible(`/api/v5/trips/${tid}`, (b) => b.vehicle?.uuid === ids.vehicle);
     await put('actions', { ...trip.actions[0]!.entity, lifecycle: 'realized' });
     await visible(`/api/v5/actions/${ids.stopLoad}`, (b) => b.lifecycle === 'realized');
@@ -106,7 +120,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
       lifecycle: 'actual',
       creationDate: new Date(base + i * 1000).toISOString(),
       geoReference: { type: 'latLonPointGeoReference', lat: 52 + (i % 100) / 1000, lon: 5 + (i % 77) / 1000 },
-      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: `7f000000-0000-4000-8000-${String(i % vehicles).padStart(12, '0')}` },
+      vehicle: {
+        associationType: 'reference',
+        entityType: 'vehicle',
+        uuid: `7f000000-0000-4000-8000-${String(i % vehicles).padStart(12, '0')}`,
+      },
     });
     // Sent in bulk requests of 250 (each item checked like a PUT, all published together), eight
     // at a time; a third of the way in, the worker is killed with SIGKILL and a new one started.
@@ -143,16 +161,21 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     const ch = createClient({ url: c.clickhouse.url });
     const count = async () => {
       const rs = await ch.query({
-        query: "SELECT count() AS n, uniqExact(event_id) AS u FROM otm.otm_events FINAL WHERE tenant = 'acme' AND event_type = 'locationUpdateEvent' AND deleted = 0 AND event_id LIKE '7e000000-%'",
+        query:
+          "SELECT count() AS n, uniqExact(event_id) AS u FROM otm.otm_events FINAL WHERE tenant = 'acme' AND event_type = 'locationUpdateEvent' AND deleted = 0 AND event_id LIKE '7e000000-%'",
         format: 'JSONEachRow',
       });
-      const [row] = (await rs.json()) as Array<{ n: string; u: string }>;
+      const [row] = await rs.json<{ n: string; u: string }>();
       return row;
     };
-    const row = await eventually(async () => {
-      const r = await count();
-      return r && Number(r.u) === total ? r : undefined;
-    }, 60_000, 'all events in ClickHouse');
+    const row = await eventually(
+      async () => {
+        const r = await count();
+        return r && Number(r.u) === total ? r : undefined;
+      },
+      60_000,
+      'all events in ClickHouse',
+    );
     expect(Number(row.u)).toBe(total);
     expect(Number(row.n)).toBe(total);
     await ch.close();
@@ -168,8 +191,17 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     const sent =
       `{"eventType":"locationUpdateEvent","id":"${id}","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10},` +
       `"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"7b000000-0000-4000-8000-000000000099"},"externalAttributes":{"note":"\\u00e9 \\/"}}`;
-    const spaced = { eventType: 'locationUpdateEvent', id: '7b000000-0000-4000-8000-000000000002', lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 5 } };
-    const r = await fetch(`${c.url}/api/v5/bulk/events`, { method: 'POST', headers: H(), body: `[${sent}, ${JSON.stringify(spaced, null, 2)}]` });
+    const spaced = {
+      eventType: 'locationUpdateEvent',
+      id: '7b000000-0000-4000-8000-000000000002',
+      lifecycle: 'actual',
+      geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 5 },
+    };
+    const r = await fetch(`${c.url}/api/v5/bulk/events`, {
+      method: 'POST',
+      headers: H(),
+      body: `[${sent}, ${JSON.stringify(spaced, null, 2)}]`,
+    });
     expect(((await r.json()) as { accepted: number }).accepted).toBe(2);
     const text = async (path: string) => {
       const res = await fetch(`${c.url}${path}`, { headers: H() });
@@ -190,7 +222,9 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
       const m = await (await fetch(`${c.processes.get('query')!.url}/metrics`)).text();
       return Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(m)?.[1] ?? 0);
     };
-    expect(await eventually(async () => ((await metric('otm_entity_cache_tracking')) === 1 ? true : undefined), 10_000, 'tracking on')).toBe(true);
+    expect(
+      await eventually(async () => ((await metric('otm_entity_cache_tracking')) === 1 ? true : undefined), 10_000, 'tracking on'),
+    ).toBe(true);
     const id = '7e000000-0000-4000-8000-000000000001';
     expect((await put('vehicles', { entityType: 'vehicle', id, name: 'first' })).status).toBe(200);
     await visible(`/api/v5/vehicles/${id}`, (v) => v.name === 'first');
@@ -214,7 +248,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
       vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: `7c000000-0000-4000-8000-${String(i % 40).padStart(12, '0')}` },
     });
     const send = async (from: number, n: number) => {
-      const r = await fetch(`${c.url}/api/v5/bulk/events`, { method: 'POST', headers: H(), body: JSON.stringify(Array.from({ length: n }, (_, k) => doc(from + k))) });
+      const r = await fetch(`${c.url}/api/v5/bulk/events`, {
+        method: 'POST',
+        headers: H(),
+        body: JSON.stringify(Array.from({ length: n }, (_, k) => doc(from + k))),
+      });
       expect(r.status).toBe(200);
       expect(((await r.json()) as { accepted: number }).accepted).toBe(n);
     };
@@ -239,11 +277,18 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     for (; b < sent; b++) await send(b * 200, 200);
     const total = sent * 200;
     const ch = createClient({ url: c.clickhouse.url });
-    const u = await eventually(async () => {
-      const rs = await ch.query({ query: "SELECT uniqExact(event_id) AS u, count() AS n FROM otm.otm_events FINAL WHERE deleted = 0 AND event_id LIKE '7d000000-%'", format: 'JSONEachRow' });
-      const [row] = (await rs.json()) as Array<{ u: string; n: string }>;
-      return row && Number(row.u) === total ? row : undefined;
-    }, 60_000, 'all events in ClickHouse');
+    const u = await eventually(
+      async () => {
+        const rs = await ch.query({
+          query: "SELECT uniqExact(event_id) AS u, count() AS n FROM otm.otm_events FINAL WHERE deleted = 0 AND event_id LIKE '7d000000-%'",
+          format: 'JSONEachRow',
+        });
+        const [row] = await rs.json<{ u: string; n: string }>();
+        return row && Number(row.u) === total ? row : undefined;
+      },
+      60_000,
+      'all events in ClickHouse',
+    );
     expect(Number(u.n)).toBe(total);
     await ch.close();
   }, 120_000);
@@ -254,7 +299,11 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     c.kafka.pause();
     try {
       const started = Date.now();
-      const r = await fetch(`${c.url}/api/v5/vehicles`, { method: 'PUT', headers: H(), body: JSON.stringify({ entityType: 'vehicle', name: 'during' }) });
+      const r = await fetch(`${c.url}/api/v5/vehicles`, {
+        method: 'PUT',
+        headers: H(),
+        body: JSON.stringify({ entityType: 'vehicle', name: 'during' }),
+      });
       expect(r.status).toBe(503);
       expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
       // Bounded by KAFKA_PUBLISH_TIMEOUT_MS (3 s here): the client is never left hanging.
@@ -263,10 +312,14 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
       c.kafka.resume();
     }
     const after = { entityType: 'vehicle', id: '7b000000-0000-4000-8000-000000000002', name: 'after the outage' };
-    const again = await eventually(async () => {
-      const r = await put('vehicles', after);
-      return r.status === 200 ? r : undefined;
-    }, 60_000, 'writes accepted again');
+    const again = await eventually(
+      async () => {
+        const r = await put('vehicles', after);
+        return r.status === 200 ? r : undefined;
+      },
+      60_000,
+      'writes accepted again',
+    );
     expect(again.status).toBe(200);
     expect(await visible(`/api/v5/vehicles/${after.id}`)).toEqual(after);
     expect(await visible(`/api/v5/vehicles/${before.id}`)).toEqual(before);
@@ -275,12 +328,16 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
   it('Kafka gone: PUT answers 503 with Retry-After within the bound, never 200', async () => {
     await c.kafka.kill();
     const started = Date.now();
-    const r = await fetch(`${c.url}/api/v5/vehicles`, { method: 'PUT', headers: H(), body: JSON.stringify({ entityType: 'vehicle', name: 'lost?' }) });
+    const r = await fetch(`${c.url}/api/v5/vehicles`, {
+      method: 'PUT',
+      headers: H(),
+      body: JSON.stringify({ entityType: 'vehicle', name: 'lost?' }),
+    });
     expect(r.status).toBe(503);
     expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
     expect(await r.json()).toEqual([{ type: 'unavailable', message: expect.any(String) }]);
     expect(Date.now() - started).toBeLessThan(15_000);
-    const ready = await fetch(`${new URL(c.processes.get('ingress')!.url)}readyz`);
+    const ready = await fetch(`${new URL(c.processes.get('ingress')!.url).href}readyz`);
     expect(ready.status).toBe(503);
   }, 60_000);
 });

@@ -47,7 +47,11 @@ describe.each([
       expect(res.json(), type).toMatchObject({ accepted: 1 });
       expect((await get(`/api/v5/events/${doc.id}`)).statusCode).toBe(200);
     }
-    for (const type of ['application/x-ndjson; charset=utf-8', 'application/x-ndjson; CHARSET="UTF-8"', 'application/ndjson;charset=utf-8']) {
+    for (const type of [
+      'application/x-ndjson; charset=utf-8',
+      'application/x-ndjson; CHARSET="UTF-8"',
+      'application/ndjson;charset=utf-8',
+    ]) {
       const doc = location(++n);
       const res = await post(`${JSON.stringify(doc)}\n`, { 'content-type': type });
       expect(res.statusCode, type).toBe(200);
@@ -81,13 +85,19 @@ describe.each([
     const json = await post(zlib.gzipSync(JSON.stringify([a])), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
     expect(json.statusCode, json.body).toBe(200);
     expect(json.json()).toEqual({ accepted: 1, rejected: 0, items: [{ index: 0, id: a.id }] });
-    const ndjson = await post(zlib.gzipSync(`${JSON.stringify(b)}\n`), { 'content-type': 'application/x-ndjson; charset=utf-8', 'content-encoding': 'GZIP' });
+    const ndjson = await post(zlib.gzipSync(`${JSON.stringify(b)}\n`), {
+      'content-type': 'application/x-ndjson; charset=utf-8',
+      'content-encoding': 'GZIP',
+    });
     expect(ndjson.statusCode, ndjson.body).toBe(200);
     expect(ndjson.json()).toMatchObject({ accepted: 1 });
     // Stored as the text that was compressed.
     expect((await get(`/api/v5/events/${a.id}`)).body).toBe(JSON.stringify(a));
     expect((await get(`/api/v5/events/${b.id}`)).body).toBe(JSON.stringify(b));
-    const identity = await post(JSON.stringify([location(base + 102)]), { 'content-type': 'application/json', 'content-encoding': 'identity' });
+    const identity = await post(JSON.stringify([location(base + 102)]), {
+      'content-type': 'application/json',
+      'content-encoding': 'identity',
+    });
     expect(identity.statusCode).toBe(200);
   });
 
@@ -111,12 +121,19 @@ describe.each([
 
   it('refuses a corrupt or truncated gzip body with 400, and invalid UTF-8 inside gzip with 400', async () => {
     const good = zlib.gzipSync(JSON.stringify([location(base + 200)]));
-    for (const body of [Buffer.from('not gzip at all'), good.subarray(0, good.length - 10), Buffer.alloc(0), Buffer.concat([good, Buffer.from('trailing')])]) {
+    for (const body of [
+      Buffer.from('not gzip at all'),
+      good.subarray(0, good.length - 10),
+      Buffer.alloc(0),
+      Buffer.concat([good, Buffer.from('trailing')]),
+    ]) {
       const res = await post(body, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual([{ type: 'invalidJson', message: expect.stringContaining('gzip') }]);
     }
-    const notUtf8 = zlib.gzipSync(Buffer.concat([Buffer.from(`[${JSON.stringify(location(base + 201))},{"id":"`), Buffer.from([0xff, 0xfe]), Buffer.from('"}]')]));
+    const notUtf8 = zlib.gzipSync(
+      Buffer.concat([Buffer.from(`[${JSON.stringify(location(base + 201))},{"id":"`), Buffer.from([0xff, 0xfe]), Buffer.from('"}]')]),
+    );
     const res = await post(notUtf8, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
     expect(res.statusCode).toBe(400);
     expect(res.json()).toEqual([expect.objectContaining({ type: 'invalidJson', message: expect.stringContaining('UTF-8') })]);

@@ -33,7 +33,11 @@ describe('bulk bodies: limits enforced before the work they bound', () => {
 
   it('refuses a JSON array of more items than the limit with 413 naming it, without parsing the body', async () => {
     const parse = vi.spyOn(JSON, 'parse');
-    for (const body of [`[${'0,'.repeat(MAX_ITEMS)}0]`, `[${'0,'.repeat(2_000_000)}0]`, ` [ ${'{"a":[1,2,"]"]} , '.repeat(MAX_ITEMS + 1)}{} ]`]) {
+    for (const body of [
+      `[${'0,'.repeat(MAX_ITEMS)}0]`,
+      `[${'0,'.repeat(2_000_000)}0]`,
+      ` [ ${'{"a":[1,2,"]"]} , '.repeat(MAX_ITEMS + 1)}{} ]`,
+    ]) {
       parse.mockClear();
       const res = await post(body);
       const parsedBig = parse.mock.calls.some(([text]) => typeof text === 'string' && text.length >= MAX_ITEMS);
@@ -95,7 +99,12 @@ describe('bulk bodies: limits enforced before the work they bound', () => {
       expect(res.statusCode, body).toBe(400);
       expect(res.json(), body).toEqual([expect.objectContaining({ type: 'invalidJson' })]);
     }
-    for (const [body, type] of [['[]', 'application/json'], [' [ ] ', 'application/json'], ['', 'application/x-ndjson'], ['\n \n', 'application/x-ndjson']] as const) {
+    for (const [body, type] of [
+      ['[]', 'application/json'],
+      [' [ ] ', 'application/json'],
+      ['', 'application/x-ndjson'],
+      ['\n \n', 'application/x-ndjson'],
+    ] as const) {
       const res = await post(body, type);
       expect(res.statusCode, body).toBe(200);
       expect(res.json(), body).toEqual({ accepted: 0, rejected: 0, items: [] });
@@ -130,7 +139,11 @@ describe('bulk answers: bounded by the body, whatever its items hold', () => {
   });
 
   it('answers a body of many invalid items with no more than the body and a bounded rest', async () => {
-    const doc: Record<string, unknown> = { eventType: 'locationUpdateEvent', lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 'x', lon: 'y' } };
+    const doc: Record<string, unknown> = {
+      eventType: 'locationUpdateEvent',
+      lifecycle: 'actual',
+      geoReference: { type: 'latLonPointGeoReference', lat: 'x', lon: 'y' },
+    };
     for (let i = 0; i < 30; i++) doc[`x${i}`] = i;
     for (const [body, count] of [
       [JSON.stringify(Array.from({ length: 1_000 }, () => doc)), 1_000],
@@ -148,7 +161,9 @@ describe('bulk answers: bounded by the body, whatever its items hold', () => {
       for (const item of rejected) expect(item.errors.length).toBeGreaterThan(0);
       // Problems are listed in full for the first items only: at most 1000 error items in all,
       // beside the one short item of each item past that.
-      const listed = rejected.flatMap((i: { errors: Array<{ message: string }> }) => i.errors).filter((e: { message: string }) => !/not listed/.test(e.message));
+      const listed = rejected
+        .flatMap((i: { errors: Array<{ message: string }> }) => i.errors)
+        .filter((e: { message: string }) => !/not listed/.test(e.message));
       expect(listed.length).toBeLessThanOrEqual(1_000);
     }
   });

@@ -66,7 +66,11 @@ describe('content types of a PUT', () => {
 describe('the bytes of a PUT', () => {
   it('answers 400 for a body that is not UTF-8, and stores nothing', async () => {
     const id = '2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c03';
-    const bytes = Buffer.concat([Buffer.from(`{"id":"${id}","entityType":"vehicle","name":"B`), Buffer.from([0xff, 0xfe]), Buffer.from('b"}')]);
+    const bytes = Buffer.concat([
+      Buffer.from(`{"id":"${id}","entityType":"vehicle","name":"B`),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('b"}'),
+    ]);
     const res = await put({ 'content-type': 'application/json' }, bytes);
     expect(res.statusCode).toBe(400);
     expect(res.json()).toEqual([{ type: 'invalidJson', message: 'the body is not valid UTF-8' }]);
@@ -75,7 +79,10 @@ describe('the bytes of a PUT', () => {
   });
 
   it('answers 400 for an overlong encoding and a lone surrogate', async () => {
-    for (const bad of [[0xc0, 0xaf], [0xed, 0xa0, 0x80]]) {
+    for (const bad of [
+      [0xc0, 0xaf],
+      [0xed, 0xa0, 0x80],
+    ]) {
       const bytes = Buffer.concat([Buffer.from('{"entityType":"vehicle","name":"'), Buffer.from(bad), Buffer.from('"}')]);
       const res = await put({ 'content-type': 'application/json' }, bytes);
       expect(res.statusCode).toBe(400);
@@ -93,7 +100,10 @@ describe('the bytes of a PUT', () => {
 
   it('drops a leading byte order mark', async () => {
     const id = '2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c05';
-    const res = await put({ 'content-type': 'application/json' }, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(vehicle(id))]));
+    const res = await put(
+      { 'content-type': 'application/json' },
+      Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(vehicle(id))]),
+    );
     expect(res.statusCode).toBe(200);
     const get = await svc.app.inject({ method: 'GET', url: `/api/v5/vehicles/${id}`, headers: auth() });
     expect(get.statusCode).toBe(200);
@@ -104,18 +114,28 @@ describe('the bytes of a PUT', () => {
 
 describe('codings of a PUT', () => {
   it.each(['gzip', 'deflate', 'br', 'x-whatever', 'gzip, identity'])('refuses Content-Encoding: %s with 415', async (coding) => {
-    const res = await put({ 'content-type': 'application/json', 'content-encoding': coding }, zlib.gzipSync(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c06')));
+    const res = await put(
+      { 'content-type': 'application/json', 'content-encoding': coding },
+      zlib.gzipSync(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c06')),
+    );
     expect(res.statusCode).toBe(415);
     expect(res.json()).toEqual([{ type: 'unsupportedMediaType', message: expect.stringContaining('Content-Encoding') }]);
   });
 
   it('accepts Content-Encoding: identity', async () => {
-    const res = await put({ 'content-type': 'application/json', 'content-encoding': 'identity' }, vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c07'));
+    const res = await put(
+      { 'content-type': 'application/json', 'content-encoding': 'identity' },
+      vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c07'),
+    );
     expect(res.statusCode).toBe(200);
   });
 
   it('refuses a content coding on a route without a body too', async () => {
-    const res = await svc.app.inject({ method: 'DELETE', url: '/api/v5/vehicles/2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c07', headers: { ...auth(), 'content-encoding': 'gzip' } });
+    const res = await svc.app.inject({
+      method: 'DELETE',
+      url: '/api/v5/vehicles/2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c07',
+      headers: { ...auth(), 'content-encoding': 'gzip' },
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json()[0].type).toBe('unsupportedMediaType');
   });
@@ -148,13 +168,16 @@ describe('transfer codings, on a real connection', () => {
   const head = (te: string) =>
     `PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\nTransfer-Encoding: ${te}\r\n\r\n`;
 
-  it.each(['gzip, chunked', 'deflate, chunked', 'x-custom, chunked'])('refuses Transfer-Encoding: %s with 415, before reading the body', async (te) => {
-    const body = zlib.gzipSync(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c08'));
-    const answer = await roundTrip(Buffer.concat([Buffer.from(head(te)), chunked(body)]));
-    expect(answer).toMatch(/^HTTP\/1\.1 415 /);
-    const json = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
-    expect(json).toEqual([{ type: 'unsupportedMediaType', message: expect.stringContaining('Transfer-Encoding') }]);
-  });
+  it.each(['gzip, chunked', 'deflate, chunked', 'x-custom, chunked'])(
+    'refuses Transfer-Encoding: %s with 415, before reading the body',
+    async (te) => {
+      const body = zlib.gzipSync(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c08'));
+      const answer = await roundTrip(Buffer.concat([Buffer.from(head(te)), chunked(body)]));
+      expect(answer).toMatch(/^HTTP\/1\.1 415 /);
+      const json = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+      expect(json).toEqual([{ type: 'unsupportedMediaType', message: expect.stringContaining('Transfer-Encoding') }]);
+    },
+  );
 
   it('refuses a body sent gzipped as if plain (Transfer-Encoding: gzip, chunked) and stores nothing', async () => {
     const id = '2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c09';
@@ -166,7 +189,9 @@ describe('transfer codings, on a real connection', () => {
   });
 
   it('accepts Transfer-Encoding: chunked', async () => {
-    const answer = await roundTrip(Buffer.concat([Buffer.from(head('chunked')), chunked(Buffer.from(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c0a')))]));
+    const answer = await roundTrip(
+      Buffer.concat([Buffer.from(head('chunked')), chunked(Buffer.from(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c0a')))]),
+    );
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
   });
 });

@@ -37,12 +37,37 @@ function expectErrorArray(status: number, body: string, expected: number, type?:
 describe('answers made by the framework, through app.inject', () => {
   const uuid = '50824123-0924-4563-ac1e-ca0e37487823';
   it.each<[string, { method: string; url: string; headers?: Record<string, string>; payload?: string }, number, string]>([
-    ['a path parameter longer than the router takes', { method: 'GET', url: `/api/v5/vehicles/${'a'.repeat(500)}`, headers: auth() }, 414, 'uriTooLong'],
-    ['a kind longer than the router takes', { method: 'PUT', url: `/api/v5/${'k'.repeat(500)}`, headers: { ...auth(), 'content-type': 'application/json' }, payload: '{}' }, 414, 'uriTooLong'],
+    [
+      'a path parameter longer than the router takes',
+      { method: 'GET', url: `/api/v5/vehicles/${'a'.repeat(500)}`, headers: auth() },
+      414,
+      'uriTooLong',
+    ],
+    [
+      'a kind longer than the router takes',
+      { method: 'PUT', url: `/api/v5/${'k'.repeat(500)}`, headers: { ...auth(), 'content-type': 'application/json' }, payload: '{}' },
+      414,
+      'uriTooLong',
+    ],
     ['bad percent-encoding in the path', { method: 'GET', url: '/api/v5/vehicles/%E0%A4%A', headers: auth() }, 400, 'invalidJson'],
     ['bad percent-encoding in a parameter', { method: 'GET', url: `/api/v5/vehicles/%zz${uuid}`, headers: auth() }, 400, 'invalidJson'],
-    ['a Content-Length that does not match the body', { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': 'application/json', 'content-length': '50' }, payload: '{}' }, 400, 'invalidJson'],
-    ['a content type that does not parse', { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': 'application/' }, payload: '{}' }, 415, 'unsupportedMediaType'],
+    [
+      'a Content-Length that does not match the body',
+      {
+        method: 'PUT',
+        url: '/api/v5/vehicles',
+        headers: { ...auth(), 'content-type': 'application/json', 'content-length': '50' },
+        payload: '{}',
+      },
+      400,
+      'invalidJson',
+    ],
+    [
+      'a content type that does not parse',
+      { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': 'application/' }, payload: '{}' },
+      415,
+      'unsupportedMediaType',
+    ],
     ['an unknown path', { method: 'GET', url: '/nowhere' }, 404, 'notFound'],
     ['an unknown method on a path', { method: 'PATCH', url: '/api/v5/vehicles', headers: auth() }, 405, 'methodNotAllowed'],
   ])('%s', async (_what, request, status, type) => {
@@ -86,14 +111,49 @@ describe('answers to requests that are not valid HTTP, on a real connection', ()
     ['a header without a colon', 'GET /healthz HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n', 400, 'invalidJson'],
     ['headers larger than the limit', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'b'.repeat(20_000)}\r\n\r\n`, 431, 'headersTooLarge'],
     ['a path larger than the header limit', `GET /${'p'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`, 431, 'headersTooLarge'],
-    ['Content-Length and Transfer-Encoding together', 'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}', 400, 'invalidJson'],
-    ['a transfer coding after chunked', 'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n', 400, 'invalidJson'],
-    ['two Content-Length headers that differ', 'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}', 400, 'invalidJson'],
-    ['a chunk size that is not hexadecimal', 'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n', 400, 'invalidJson'],
+    [
+      'Content-Length and Transfer-Encoding together',
+      'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}',
+      400,
+      'invalidJson',
+    ],
+    [
+      'a transfer coding after chunked',
+      'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n',
+      400,
+      'invalidJson',
+    ],
+    [
+      'two Content-Length headers that differ',
+      'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}',
+      400,
+      'invalidJson',
+    ],
+    [
+      'a chunk size that is not hexadecimal',
+      'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n',
+      400,
+      'invalidJson',
+    ],
     ['an HTTP/1.1 request without Host', 'GET /healthz HTTP/1.1\r\n\r\n', 400, 'invalidJson'],
-    ['an expectation the service does not meet', 'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}', 417, 'expectationFailed'],
-    ['a path with bad percent-encoding', 'GET /api/v5/vehicles/%E0%A4%A HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\n\r\n', 400, 'invalidJson'],
-    ['a long path parameter', `GET /api/v5/vehicles/${'a'.repeat(1000)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\n\r\n`, 414, 'uriTooLong'],
+    [
+      'an expectation the service does not meet',
+      'PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nExpect: something-else\r\nContent-Length: 2\r\n\r\n{}',
+      417,
+      'expectationFailed',
+    ],
+    [
+      'a path with bad percent-encoding',
+      'GET /api/v5/vehicles/%E0%A4%A HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\n\r\n',
+      400,
+      'invalidJson',
+    ],
+    [
+      'a long path parameter',
+      `GET /api/v5/vehicles/${'a'.repeat(1000)} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\n\r\n`,
+      414,
+      'uriTooLong',
+    ],
   ])('%s', async (_what, request, status, type) => {
     const res = await raw(request);
     expectErrorArray(res.status, res.body, status, type);
@@ -109,12 +169,42 @@ describe('answers to requests that are not valid HTTP, on a real connection', ()
 describe('answers stay small when they echo what the client sent', () => {
   const long = 'x'.repeat(6000);
   it.each<[string, { method: string; url: string; headers?: Record<string, string>; payload?: string }, number]>([
-    ['a long content type', { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': `application/${long}` }, payload: '{}' }, 415],
-    ['a long charset', { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': `application/json; charset=${long}` }, payload: '{}' }, 415],
-    ['a long content coding', { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': long }, payload: '{}' }, 415],
+    [
+      'a long content type',
+      { method: 'PUT', url: '/api/v5/vehicles', headers: { ...auth(), 'content-type': `application/${long}` }, payload: '{}' },
+      415,
+    ],
+    [
+      'a long charset',
+      {
+        method: 'PUT',
+        url: '/api/v5/vehicles',
+        headers: { ...auth(), 'content-type': `application/json; charset=${long}` },
+        payload: '{}',
+      },
+      415,
+    ],
+    [
+      'a long content coding',
+      {
+        method: 'PUT',
+        url: '/api/v5/vehicles',
+        headers: { ...auth(), 'content-type': 'application/json', 'content-encoding': long },
+        payload: '{}',
+      },
+      415,
+    ],
     ['a long unknown path', { method: 'GET', url: `/${long}/${long}` }, 404],
-    ['a long unknown kind', { method: 'GET', url: `/api/v5/${'k'.repeat(150)}/50824123-0924-4563-ac1e-ca0e37487823`, headers: auth() }, 404],
-    ['a long query parameter name', { method: 'GET', url: `/api/v5/vehicles/50824123-0924-4563-ac1e-ca0e37487823?${long}=1`, headers: auth() }, 400],
+    [
+      'a long unknown kind',
+      { method: 'GET', url: `/api/v5/${'k'.repeat(150)}/50824123-0924-4563-ac1e-ca0e37487823`, headers: auth() },
+      404,
+    ],
+    [
+      'a long query parameter name',
+      { method: 'GET', url: `/api/v5/vehicles/50824123-0924-4563-ac1e-ca0e37487823?${long}=1`, headers: auth() },
+      400,
+    ],
     ['a long malformed id', { method: 'GET', url: `/api/v5/vehicles/${'u'.repeat(199)}`, headers: auth() }, 400],
   ])('%s', async (_what, request, status) => {
     const res = await svc.app.inject(request as never);
@@ -123,7 +213,9 @@ describe('answers stay small when they echo what the client sent', () => {
   });
 
   it('a long Transfer-Encoding, on a real connection', async () => {
-    const res = await raw(`PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\nTransfer-Encoding: ${'t'.repeat(3000)}, chunked\r\n\r\n0\r\n\r\n`);
+    const res = await raw(
+      `PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\nTransfer-Encoding: ${'t'.repeat(3000)}, chunked\r\n\r\n0\r\n\r\n`,
+    );
     expectErrorArray(res.status, res.body, 415, 'unsupportedMediaType');
   });
 });

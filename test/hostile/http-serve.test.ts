@@ -34,7 +34,11 @@ describe('otm serve with standard output piped', () => {
     expect(serve.stdout()).not.toContain(token);
 
     // The token from the file works.
-    const res = await fetch(`${serve.url}/api/v5/vehicles`, { method: 'PUT', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"entityType":"vehicle"}' });
+    const res = await fetch(`${serve.url}/api/v5/vehicles`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"entityType":"vehicle"}',
+    });
     expect(res.status).toBe(200);
 
     // A connection that sends nothing is closed once OTM_HEADERS_TIMEOUT_MS has passed.

@@ -14,7 +14,12 @@ import { MAX_FIELD, formatPath, type PathSegment } from '../../packages/model/sr
 import { oneOfEachKind } from '../fixtures/documents.js';
 
 type Json = unknown;
-interface Example { name: string; kind: KindSegment | null; valid: boolean; document: Json }
+interface Example {
+  name: string;
+  kind: KindSegment | null;
+  valid: boolean;
+  document: Json;
+}
 
 const fixtures = new URL('../../packages/model/test/fixtures/', import.meta.url);
 const examples = JSON.parse(readFileSync(new URL('model-examples.json', fixtures), 'utf8')) as Example[];
@@ -24,7 +29,7 @@ const typicalTrip = JSON.parse(readFileSync(new URL('typical-trip.json', fixture
 const VALID: ReadonlyArray<{ kind: KindSegment; doc: Json }> = [
   ...examples.filter((e) => e.kind !== null && e.valid).map((e) => ({ kind: e.kind as KindSegment, doc: e.document })),
   { kind: 'trips', doc: typicalTrip },
-  ...Object.entries(oneOfEachKind).map(([kind, doc]) => ({ kind: kind as KindSegment, doc: doc as Json })),
+  ...Object.entries(oneOfEachKind).map(([kind, doc]) => ({ kind: kind as KindSegment, doc })),
 ];
 const SEGMENTS = KINDS.map((k) => k.segment);
 const RUNS = { numRuns: 300 };
@@ -35,8 +40,16 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 
 /** Every value inside `v` with its path (the root excluded), parents before children. */
 function paths(v: Json, at: PathSegment[] = [], out: Array<{ path: PathSegment[]; value: Json }> = []) {
-  if (Array.isArray(v)) v.forEach((x, i) => { out.push({ path: [...at, i], value: x }); paths(x, [...at, i], out); });
-  else if (isObject(v)) for (const [k, x] of Object.entries(v)) { out.push({ path: [...at, k], value: x }); paths(x, [...at, k], out); }
+  if (Array.isArray(v))
+    v.forEach((x, i) => {
+      out.push({ path: [...at, i], value: x });
+      paths(x, [...at, i], out);
+    });
+  else if (isObject(v))
+    for (const [k, x] of Object.entries(v)) {
+      out.push({ path: [...at, k], value: x });
+      paths(x, [...at, k], out);
+    }
   return out;
 }
 
@@ -169,7 +182,8 @@ describe('fuzzing documents against the model', () => {
     fc.assert(
       fc.property(validDoc, fc.dictionary(memberName, hostileValue, { maxKeys: 30 }), ({ kind: k, doc }, extra) => {
         const d = { ...(doc as Record<string, unknown>) };
-        for (const [name, v] of Object.entries(extra)) Object.defineProperty(d, name, { value: v, enumerable: true, writable: true, configurable: true });
+        for (const [name, v] of Object.entries(extra))
+          Object.defineProperty(d, name, { value: v, enumerable: true, writable: true, configurable: true });
         const errs = validateEntity(k, d);
         checkAnswer(d, errs);
         checkRoundTrip(k, d, errs);
@@ -189,7 +203,10 @@ describe('fuzzing documents against the model', () => {
         const patch = validatePatch(k, d);
         checkAnswer(d, patch);
         if (isObject(d) && typeof d.entityType === 'string') {
-          const event = { eventType: 'updateEvent', entity: { ...d, id: typeof d.id === 'string' ? d.id : '50824123-0924-4563-ac1e-ca0e37487823' } };
+          const event = {
+            eventType: 'updateEvent',
+            entity: { ...d, id: typeof d.id === 'string' ? d.id : '50824123-0924-4563-ac1e-ca0e37487823' },
+          };
           const errs2 = validateEntity('events', event);
           checkAnswer(event, errs2);
           checkRoundTrip('events', event, errs2);
@@ -209,7 +226,11 @@ describe('fuzzing documents against the model', () => {
         parentOf(d, path)[path[path.length - 1] as string | number] = bad;
         const errs = validateEntity(k, d);
         checkAnswer(d, errs);
-        expect(errs).toContainEqual({ type: 'invalidField', field: formatPath(path), message: expect.stringMatching(/^must be a finite (number|integer)/) });
+        expect(errs).toContainEqual({
+          type: 'invalidField',
+          field: formatPath(path),
+          message: expect.stringMatching(/^must be a finite (number|integer)/),
+        });
       }),
       RUNS,
     );
@@ -264,7 +285,9 @@ describe('fuzzing latitudes and longitudes', () => {
   });
 
   it('the same in the entity of an updateEvent (a merge patch)', () => {
-    const located = places.filter((p) => isObject(VALID[p.i]?.doc) && typeof (VALID[p.i]?.doc as Record<string, unknown>).entityType === 'string');
+    const located = places.filter(
+      (p) => isObject(VALID[p.i]?.doc) && typeof (VALID[p.i]?.doc as Record<string, unknown>).entityType === 'string',
+    );
     fc.assert(
       fc.property(
         fc.constantFrom(...located).chain((p) => fc.tuple(fc.constant(p), outOfRange(p.range))),

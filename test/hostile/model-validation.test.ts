@@ -41,7 +41,11 @@ describe('an invalid document costs work in proportion to the answer, not to its
     const errs = validateEntity('trips', doc);
     expect(errs).toHaveLength(MAX_ERRORS);
     expect(errs[0]).toEqual({ type: 'invalidField', field: 'licencePlate0', message: 'unknown member of trip' });
-    expect(errs[MAX_ERRORS - 1]).toMatchObject({ type: 'invalidField', field: '$', message: expect.stringMatching(/more problems not listed/) });
+    expect(errs[MAX_ERRORS - 1]).toMatchObject({
+      type: 'invalidField',
+      field: '$',
+      message: expect.stringMatching(/more problems not listed/),
+    });
     expect(reportWork.suggested - before.suggested).toBeLessThanOrEqual(MAX_ERRORS);
     expect(reportWork.mapped - before.mapped).toBeLessThanOrEqual(1_000);
   });
@@ -52,14 +56,22 @@ describe('an invalid document costs work in proportion to the answer, not to its
     expect(errs).toHaveLength(MAX_ERRORS);
     expect(errs[0]).toEqual({ type: 'invalidField', field: 'actions[0]', message: 'must be a JSON object, got number' });
     expect(errs[MAX_ERRORS - 2]).toMatchObject({ field: `actions[${MAX_ERRORS - 2}]` });
-    expect(errs[MAX_ERRORS - 1]).toEqual({ type: 'invalidField', field: '$', message: `more problems not listed (at most ${MAX_ERRORS} items are reported)` });
+    expect(errs[MAX_ERRORS - 1]).toEqual({
+      type: 'invalidField',
+      field: '$',
+      message: `more problems not listed (at most ${MAX_ERRORS} items are reported)`,
+    });
     expect(reportWork.mapped - before.mapped).toBeLessThanOrEqual(1_000);
   });
 
   it('a few hundred problems are still counted exactly', () => {
     const errs = validateEntity('vehicles', { fuels: Array.from({ length: 300 }, () => ({ fuelType: 'Diesel' })) });
     expect(errs).toHaveLength(MAX_ERRORS);
-    expect(errs[MAX_ERRORS - 1]).toEqual({ type: 'invalidField', field: '$', message: `201 more problems not listed (at most ${MAX_ERRORS} items are reported)` });
+    expect(errs[MAX_ERRORS - 1]).toEqual({
+      type: 'invalidField',
+      field: '$',
+      message: `201 more problems not listed (at most ${MAX_ERRORS} items are reported)`,
+    });
   });
 
   it('a merge patch without its discriminator is not validated once per sub-kind', () => {
@@ -79,7 +91,11 @@ describe('an invalid document costs work in proportion to the answer, not to its
     const before = { ...reportWork };
     const errs = validateEntity('vehicles', { [`licencePlate${'x'.repeat(100_000)}`]: 1, licencePlate: 'X' });
     expect(errs).toHaveLength(2);
-    expect(errs[1]).toEqual({ type: 'invalidField', field: 'licencePlate', message: "unknown member of vehicle; did you mean 'licensePlate'?" });
+    expect(errs[1]).toEqual({
+      type: 'invalidField',
+      field: 'licencePlate',
+      message: "unknown member of vehicle; did you mean 'licensePlate'?",
+    });
     expect(reportWork.compared - before.compared).toBeLessThan(100);
   });
 });
@@ -99,7 +115,7 @@ describe('the answer never echoes more than a little of the document', () => {
   });
 
   it('a long name inside a path is shortened for every item that passes through it', () => {
-    const attrs = { [long]: Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`n${i}`, 1e400])) };
+    const attrs = { [long]: Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`n${i}`, Infinity])) };
     const doc = { externalAttributes: attrs };
     const errs = validateEntity('trips', doc);
     expect(errs).toHaveLength(MAX_ERRORS);
@@ -120,7 +136,7 @@ describe('the answer never echoes more than a little of the document', () => {
   });
 
   it('even a deep path of long names keeps each item and the answer bounded', () => {
-    let v: Record<string, unknown> = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x${i}`, -1e400]));
+    let v: Record<string, unknown> = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`x${i}`, -Infinity]));
     for (let i = 0; i < 60; i++) v = { [`${'n'.repeat(200)}${i}`]: v };
     const errs = validateEntity('trips', { externalAttributes: { a: v } });
     expect(errs.length).toBeLessThanOrEqual(MAX_ERRORS);
@@ -135,7 +151,9 @@ describe('every number is finite', () => {
 
   it('1e400 at a latitude is refused at that member', () => {
     const doc = JSON.parse('{"geoReference":{"type":"latLonPointGeoReference","lat":1e400,"lon":5}}') as unknown;
-    expect(validateEntity('locations', doc)).toEqual([{ type: 'invalidField', field: 'geoReference.lat', message: expect.stringMatching(FINITE) }]);
+    expect(validateEntity('locations', doc)).toEqual([
+      { type: 'invalidField', field: 'geoReference.lat', message: expect.stringMatching(FINITE) },
+    ]);
   });
 
   it('deep inside a trip, negative too, and at an integer member', () => {
@@ -144,7 +162,11 @@ describe('every number is finite', () => {
     (stop.location as { entity: { geoReference: Record<string, unknown> } }).entity.geoReference.lon = -Infinity;
     stop.sequenceNr = Infinity;
     expect(validateEntity('trips', doc)).toEqual([
-      { type: 'invalidField', field: 'actions[0].entity.sequenceNr', message: expect.stringMatching(/^must be a finite integer; the number given is out of range/) },
+      {
+        type: 'invalidField',
+        field: 'actions[0].entity.sequenceNr',
+        message: expect.stringMatching(/^must be a finite integer; the number given is out of range/),
+      },
       { type: 'invalidField', field: 'actions[0].entity.location.entity.geoReference.lon', message: expect.stringMatching(FINITE) },
     ]);
   });
@@ -161,7 +183,9 @@ describe('every number is finite', () => {
   });
 
   it('in the entity of an updateEvent and in a merge patch', () => {
-    const event = JSON.parse(`{"eventType":"updateEvent","entity":{"entityType":"location","id":"${UUID}","geoReference":{"type":"latLonPointGeoReference","lat":1e400},"externalAttributes":{"x":-1e400}}}`) as unknown;
+    const event = JSON.parse(
+      `{"eventType":"updateEvent","entity":{"entityType":"location","id":"${UUID}","geoReference":{"type":"latLonPointGeoReference","lat":1e400},"externalAttributes":{"x":-1e400}}}`,
+    ) as unknown;
     expect(validateEntity('events', event)).toEqual([
       { type: 'invalidField', field: 'entity.geoReference.lat', message: expect.stringMatching(FINITE) },
       { type: 'invalidField', field: 'entity.externalAttributes.x', message: expect.stringMatching(FINITE) },
@@ -172,7 +196,9 @@ describe('every number is finite', () => {
   });
 
   it('a PUT and a bulk item (checkDocument) are refused', () => {
-    const doc = JSON.parse('{"eventType":"locationUpdateEvent","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":1e400}}') as unknown;
+    const doc = JSON.parse(
+      '{"eventType":"locationUpdateEvent","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":1e400}}',
+    ) as unknown;
     expect(checked('events', doc)).toEqual([{ type: 'invalidField', field: 'geoReference.lon', message: expect.stringMatching(FINITE) }]);
   });
 });
@@ -182,11 +208,18 @@ describe('latitudes and longitudes are in range', () => {
   const lon = (v: number) => `must be a longitude in degrees, from -180 to 180; got ${v}`;
 
   it('the bounds themselves are valid', () => {
-    for (const [a, o] of [[90, 180], [-90, -180], [0, 0]] as const) expect(validateEntity('locations', { geoReference: point(a, o) })).toEqual([]);
+    for (const [a, o] of [
+      [90, 180],
+      [-90, -180],
+      [0, 0],
+    ] as const)
+      expect(validateEntity('locations', { geoReference: point(a, o) })).toEqual([]);
   });
 
   it('a point outside is refused at the member', () => {
-    expect(validateEntity('locations', { geoReference: point(90.5, 5) })).toEqual([{ type: 'invalidField', field: 'geoReference.lat', message: lat(90.5) }]);
+    expect(validateEntity('locations', { geoReference: point(90.5, 5) })).toEqual([
+      { type: 'invalidField', field: 'geoReference.lat', message: lat(90.5) },
+    ]);
     expect(validateEntity('locations', { geoReference: point(-91, -180.25) })).toEqual([
       { type: 'invalidField', field: 'geoReference.lat', message: lat(-91) },
       { type: 'invalidField', field: 'geoReference.lon', message: lon(-180.25) },
@@ -194,8 +227,16 @@ describe('latitudes and longitudes are in range', () => {
   });
 
   it('in the points of a latLonArrayGeoReference', () => {
-    const geoReference = { type: 'latLonArrayGeoReference', points: [{ lat: 1, lon: 2 }, { lat: 3, lon: 181 }] };
-    expect(validateEntity('routes', { geoReference })).toEqual([{ type: 'invalidField', field: 'geoReference.points[1].lon', message: lon(181) }]);
+    const geoReference = {
+      type: 'latLonArrayGeoReference',
+      points: [
+        { lat: 1, lon: 2 },
+        { lat: 3, lon: 181 },
+      ],
+    };
+    expect(validateEntity('routes', { geoReference })).toEqual([
+      { type: 'invalidField', field: 'geoReference.points[1].lon', message: lon(181) },
+    ]);
   });
 
   it('in GeoJSON positions ([longitude, latitude, altitude?])', () => {
@@ -204,19 +245,44 @@ describe('latitudes and longitudes are in range', () => {
     expect(validateEntity('routes', feature({ type: 'Point', coordinates: [200, 10] }))).toEqual([
       { type: 'invalidField', field: 'geoReference.geometry.coordinates[0]', message: lon(200) },
     ]);
-    expect(validateEntity('routes', feature({ type: 'LineString', coordinates: [[5, 52], [6, 95]] }))).toEqual([
-      { type: 'invalidField', field: 'geoReference.geometry.coordinates[1][1]', message: lat(95) },
-    ]);
-    expect(validateEntity('routes', feature({ type: 'MultiPolygon', coordinates: [[[[5, 52], [-181, 0], [5, 52]]]] }))).toEqual([
-      { type: 'invalidField', field: 'geoReference.geometry.coordinates[0][0][1][0]', message: lon(-181) },
-    ]);
+    expect(
+      validateEntity(
+        'routes',
+        feature({
+          type: 'LineString',
+          coordinates: [
+            [5, 52],
+            [6, 95],
+          ],
+        }),
+      ),
+    ).toEqual([{ type: 'invalidField', field: 'geoReference.geometry.coordinates[1][1]', message: lat(95) }]);
+    expect(
+      validateEntity(
+        'routes',
+        feature({
+          type: 'MultiPolygon',
+          coordinates: [
+            [
+              [
+                [5, 52],
+                [-181, 0],
+                [5, 52],
+              ],
+            ],
+          ],
+        }),
+      ),
+    ).toEqual([{ type: 'invalidField', field: 'geoReference.geometry.coordinates[0][0][1][0]', message: lon(-181) }]);
   });
 
   it('in the entity of an updateEvent, in a merge patch and in a bulk item', () => {
-    expect(validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'location', id: UUID, geoReference: point(91, 0) } })).toEqual([
-      { type: 'invalidField', field: 'entity.geoReference.lat', message: lat(91) },
+    expect(
+      validateEntity('events', { eventType: 'updateEvent', entity: { entityType: 'location', id: UUID, geoReference: point(91, 0) } }),
+    ).toEqual([{ type: 'invalidField', field: 'entity.geoReference.lat', message: lat(91) }]);
+    expect(validatePatch('locations', { geoReference: { lon: -200 } })).toEqual([
+      { type: 'invalidField', field: 'geoReference.lon', message: lon(-200) },
     ]);
-    expect(validatePatch('locations', { geoReference: { lon: -200 } })).toEqual([{ type: 'invalidField', field: 'geoReference.lon', message: lon(-200) }]);
     expect(checked('events', { eventType: 'locationUpdateEvent', geoReference: point(-90.001, 0) })).toEqual([
       { type: 'invalidField', field: 'geoReference.lat', message: lat(-90.001) },
     ]);

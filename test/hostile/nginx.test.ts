@@ -49,7 +49,13 @@ interface Answer {
  * answer that comes before the whole body was sent is kept (a server may answer a too-large body
  * early and stop reading), and an error of the upload after the answer is not a failure.
  */
-function send(url: string, method: string, headers: Record<string, string>, body?: Buffer, opts: { chunked?: boolean } = {}): Promise<Answer> {
+function send(
+  url: string,
+  method: string,
+  headers: Record<string, string>,
+  body?: Buffer,
+  opts: { chunked?: boolean } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     let answered = false;
     const req = http.request(url, {
@@ -150,7 +156,12 @@ describe.skipIf(!enabled)('deploy/nginx/otm.conf on a real nginx, in front of th
 
   it('passes a normal PUT and GET through to the service', async () => {
     const id = '5d100000-0000-4000-8000-000000000001';
-    const put = await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, Buffer.from(JSON.stringify({ entityType: 'vehicle', id, name: 'Truck 5' })));
+    const put = await send(
+      `${nginx.url}/api/v5/vehicles`,
+      'PUT',
+      headers,
+      Buffer.from(JSON.stringify({ entityType: 'vehicle', id, name: 'Truck 5' })),
+    );
     expect(put.status).toBe(200);
     const get = await send(`${nginx.url}/api/v5/vehicles/${id}`, 'GET', auth());
     expect(get.status).toBe(200);
@@ -163,12 +174,18 @@ describe.skipIf(!enabled)('deploy/nginx/otm.conf on a real nginx, in front of th
 
   it("answers a 2 MiB PUT (over the service's limit, under the bulk limit) with the model's 413, also when sent chunked", async () => {
     expectModel413(await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(2 * MiB)), '2 MiB PUT');
-    expectModel413(await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(2 * MiB), { chunked: true }), '2 MiB chunked PUT');
+    expectModel413(
+      await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(2 * MiB), { chunked: true }),
+      '2 MiB chunked PUT',
+    );
   });
 
   it("takes a PUT of exactly the service's limit, and answers one byte more with the model's 413", async () => {
     expect((await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(BODY_LIMIT))).status).toBe(200);
-    expectModel413(await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(BODY_LIMIT + 1)), 'PUT of the limit plus one byte');
+    expectModel413(
+      await send(`${nginx.url}/api/v5/vehicles`, 'PUT', headers, vehicleOfSize(BODY_LIMIT + 1)),
+      'PUT of the limit plus one byte',
+    );
   });
 
   it("takes a bulk POST of about 2 MiB, and answers a 20 MiB one with the model's 413", async () => {

@@ -47,10 +47,12 @@ function bigTrip(tripId: string, n: number, name: string) {
 async function parsedBytes(work: () => Promise<void>): Promise<number> {
   const parse = JSON.parse;
   let bytes = 0;
-  const spy = vi.spyOn(JSON, 'parse').mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
-    bytes += text.length;
-    return parse(text, reviver);
-  });
+  const spy = vi
+    .spyOn(JSON, 'parse')
+    .mockImplementation((text: string, reviver?: (this: unknown, key: string, value: unknown) => unknown) => {
+      bytes += text.length;
+      return parse(text, reviver);
+    });
   try {
     await work();
   } finally {

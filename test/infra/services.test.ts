@@ -63,6 +63,7 @@ describe.skipIf(!enabled)('kafka (librdkafka mock cluster) with kafkajs', () => 
       const partitions = new Set<number>();
       const all = new Promise<void>((resolve) => {
         void consumer.run({
+          // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs makes these arrow functions, bound to nothing
           eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
             for (const m of batch.messages) {
               expect(m.headers?.['otm-test']?.toString()).toBe('yes');

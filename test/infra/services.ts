@@ -231,8 +231,7 @@ const SETPRIV = findExecutable('setpriv');
  * `setpriv --pdeathsig TERM` (util-linux) when available, so it also goes if we are SIGKILLed. */
 function spawnService(file: string, args: string[], opts: { cwd?: string; pdeathsig?: boolean } = {}): ChildProcess {
   installExitHook();
-  const [cmd, argv] =
-    opts.pdeathsig !== false && SETPRIV ? [SETPRIV, ['--pdeathsig', 'TERM', '--', file, ...args]] : [file, args];
+  const [cmd, argv] = opts.pdeathsig !== false && SETPRIV ? [SETPRIV, ['--pdeathsig', 'TERM', '--', file, ...args]] : [file, args];
   const child = spawn(cmd, argv, {
     cwd: opts.cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -516,7 +515,8 @@ async function startKafkaOnce(bin: string, args: string[]): Promise<KafkaService
   const bootstrap = await new Promise<string>((resolve, reject) => {
     let out = '';
     const timer = setTimeout(
-      () => fail(new Error(`no bootstrap servers printed within ${KAFKA_START_TIMEOUT_MS / 1000} s (${procState(child.pid)}): ${stderr()}`)),
+      () =>
+        fail(new Error(`no bootstrap servers printed within ${KAFKA_START_TIMEOUT_MS / 1000} s (${procState(child.pid)}): ${stderr()}`)),
       KAFKA_START_TIMEOUT_MS,
     );
     const onData = (d: Buffer) => {
@@ -731,16 +731,26 @@ export async function startRedis(opts: { own?: boolean } = {}): Promise<RedisSer
     const child = spawnService(
       server,
       [
-        '--port', String(port),
-        '--bind', LOOPBACK,
-        '--protected-mode', 'yes',
-        '--dir', dir,
-        '--appendonly', 'yes',
-        '--appendfsync', 'always',
-        '--save', '',
-        '--daemonize', 'no',
-        '--logfile', '',
-        '--loglevel', 'warning',
+        '--port',
+        String(port),
+        '--bind',
+        LOOPBACK,
+        '--protected-mode',
+        'yes',
+        '--dir',
+        dir,
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+        '--save',
+        '',
+        '--daemonize',
+        'no',
+        '--logfile',
+        '',
+        '--loglevel',
+        'warning',
       ],
       { cwd: dir },
     );

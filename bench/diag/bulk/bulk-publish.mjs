@@ -57,7 +57,10 @@ function allocationsByFunction(profile, events) {
   walk(profile.head);
   const total = [...bytes.values()].reduce((a, b) => a + b, 0);
   const top = [...bytes].sort((a, b) => b[1] - a[1]).slice(0, 12);
-  return [`  allocated ${Math.round(total / events)} B an event (sampled), by function:`, ...top.map(([k, v]) => `    ${String(Math.round(v / events)).padStart(5)} B  ${k}`)].join('\n');
+  return [
+    `  allocated ${Math.round(total / events)} B an event (sampled), by function:`,
+    ...top.map(([k, v]) => `    ${String(Math.round(v / events)).padStart(5)} B  ${k}`),
+  ].join('\n');
 }
 
 for (let round = 1; round <= ROUNDS; round++) {
@@ -83,7 +86,10 @@ for (let round = 1; round <= ROUNDS; round++) {
     // For OTM_DIAG_STORE_ONLY: each body's events as the worker's writes, made before the clock.
     const writesOf = [];
     if (storeOnly) {
-      const capture = new Ingress({ bus: { publish: async (envelopes) => void writesOf.push(envelopes.map(toWrite)) }, readers: { entities, events } });
+      const capture = new Ingress({
+        bus: { publish: async (envelopes) => void writesOf.push(envelopes.map(toWrite)) },
+        readers: { entities, events },
+      });
       for (const c of checked) await capture.bulk('acme', 'events', c, false);
     }
     if (cpuDir) {
@@ -94,7 +100,11 @@ for (let round = 1; round <= ROUNDS; round++) {
       await session.post('HeapProfiler.enable');
       // OTM_DIAG_HEAP_SURVIVORS=1: only what outlived a scavenge (what the collector copies).
       const survivors = process.env.OTM_DIAG_HEAP_SURVIVORS === '1';
-      await session.post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !survivors });
+      await session.post('HeapProfiler.startSampling', {
+        samplingInterval: 4096,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: !survivors,
+      });
     }
     const n = BODIES * PER_BODY;
     const cpu0 = process.cpuUsage();
@@ -113,7 +123,9 @@ for (let round = 1; round <= ROUNDS; round++) {
     await Promise.all([sender(), sender()]);
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
-    console.log(`round ${round}${storeOnly ? ' (event store alone)' : ''}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s`);
+    console.log(
+      `round ${round}${storeOnly ? ' (event store alone)' : ''}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s`,
+    );
     if (heapDir) {
       const { profile } = await session.post('HeapProfiler.stopSampling');
       fs.mkdirSync(heapDir, { recursive: true });

@@ -75,7 +75,9 @@ function gcSummary(log, timed) {
     sum[k].n++;
     sum[k].ms += Number(m[3]);
   }
-  return Object.entries(sum).map(([k, v]) => `${k}: ${v.n}, ${v.ms.toFixed(0)} ms paused`).join('; ');
+  return Object.entries(sum)
+    .map(([k, v]) => `${k}: ${v.n}, ${v.ms.toFixed(0)} ms paused`)
+    .join('; ');
 }
 const traceGc = /(^|\s)--trace-gc(\s|$)/.test(process.env.OTM_CHILD_NODE_ARGS ?? '');
 
@@ -83,20 +85,50 @@ const results = new Map(SETTINGS.map((s) => [s, []]));
 for (let round = 1; round <= ROUNDS; round++) {
   for (const threads of SETTINGS) {
     const dataDir = mkTemp('otm-diag-bulk-threads-');
-    const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write`, LOG_LEVEL: 'warn', OTM_BULK_THREADS: String(threads) });
+    const svc = await startServe({
+      OTM_DATA_DIR: dataDir,
+      OTM_TOKENS: `${TOKEN}:acme:read+write`,
+      LOG_LEVEL: 'warn',
+      OTM_BULK_THREADS: String(threads),
+    });
     try {
       const warmup = Number(process.env.OTM_DIAG_BULK_WARMUP ?? 0);
       const warmupBatch = Number(process.env.OTM_DIAG_BULK_WARMUP_BATCH ?? 500);
-      if (warmup > 0) await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: warmup, batch: warmupBatch, concurrency: IN_FLIGHT, visibleTimeoutS: 120 });
+      if (warmup > 0)
+        await bulkEndToEnd({
+          writeUrl: svc.url,
+          readUrl: svc.url,
+          token: TOKEN,
+          n: warmup,
+          batch: warmupBatch,
+          concurrency: IN_FLIGHT,
+          visibleTimeoutS: 120,
+        });
       const before = cpu(svc.child.pid);
       const logFrom = svc.stdout().length;
-      const r = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: EVENTS, batch: 5_000, concurrency: IN_FLIGHT, visibleTimeoutS: 120, cpuOf: {} });
+      const r = await bulkEndToEnd({
+        writeUrl: svc.url,
+        readUrl: svc.url,
+        token: TOKEN,
+        n: EVENTS,
+        batch: 5_000,
+        concurrency: IN_FLIGHT,
+        visibleTimeoutS: 120,
+        cpuOf: {},
+      });
       const after = cpu(svc.child.pid);
       const gc = traceGc ? gcSummary(svc.stdout(), svc.stdout().slice(logFrom)) : undefined;
       const hwm = Number(/VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${svc.child.pid}/status`, 'utf8'))[1]) / 1024;
       if (r.invisible) throw new Error(`${r.invisible} probe events not visible`);
       const perEvent = (s) => (s * 1e6) / EVENTS;
-      const row = { visible: r.rate, answered: r.answeredRate, mainUs: perEvent(after['event loop'] - before['event loop']), allUs: perEvent(sum(after) - sum(before)), clientUs: perEvent(r.cpu['load generator']), hwm };
+      const row = {
+        visible: r.rate,
+        answered: r.answeredRate,
+        mainUs: perEvent(after['event loop'] - before['event loop']),
+        allUs: perEvent(sum(after) - sum(before)),
+        clientUs: perEvent(r.cpu['load generator']),
+        hwm,
+      };
       results.get(threads).push(row);
       console.log(
         `round ${round}, OTM_BULK_THREADS=${threads}: ${fmt(row.visible)} events/s visible, ${fmt(row.answered)} answered; ` +
@@ -106,7 +138,9 @@ for (let round = 1; round <= ROUNDS; round++) {
       // From the last answer until every probe was found: the probe GETs (all answered events are
       // visible at once in the embedded service), a part of the time the visible rate counts.
       const tailMs = (r.seconds - EVENTS / r.answeredRate) * 1000;
-      console.log(`  answered → all visible: ${tailMs.toFixed(0)} ms of ${(r.seconds * 1000).toFixed(0)} (${r.probeCount} probe GETs, ${((tailMs * 1000) / r.probeCount).toFixed(0)} µs each)`);
+      console.log(
+        `  answered → all visible: ${tailMs.toFixed(0)} ms of ${(r.seconds * 1000).toFixed(0)} (${r.probeCount} probe GETs, ${((tailMs * 1000) / r.probeCount).toFixed(0)} µs each)`,
+      );
       if (gc !== undefined) console.log(`  collections during the timed run: ${gc}`);
     } finally {
       await stop(svc);
@@ -119,5 +153,7 @@ const base = median(results.get(SETTINGS[0]).map((r) => r.visible));
 console.log(`\nmedian events/s visible (ratio to OTM_BULK_THREADS=${SETTINGS[0]}, same run):`);
 for (const [threads, rows] of results) {
   const m = median(rows.map((r) => r.visible));
-  console.log(`  OTM_BULK_THREADS=${threads}: ${fmt(m)} (${(m / base).toFixed(2)}); main thread ${median(rows.map((r) => r.mainUs)).toFixed(1)} µs an event, whole service ${median(rows.map((r) => r.allUs)).toFixed(1)} µs`);
+  console.log(
+    `  OTM_BULK_THREADS=${threads}: ${fmt(m)} (${(m / base).toFixed(2)}); main thread ${median(rows.map((r) => r.mainUs)).toFixed(1)} µs an event, whole service ${median(rows.map((r) => r.allUs)).toFixed(1)} µs`,
+  );
 }

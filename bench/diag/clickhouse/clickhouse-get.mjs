@@ -41,14 +41,20 @@ try {
   else {
     const client = createClient({ url: ch.url, log: { level: ClickHouseLogLevel.OFF } });
     for (const sql of eventStoreDdl('otm_get_diag')) {
-      await client.command({ query: sql.replace(/SETTINGS index_granularity = \d+/, `SETTINGS index_granularity = ${Number(granularity)}`) });
+      await client.command({
+        query: sql.replace(/SETTINGS index_granularity = \d+/, `SETTINGS index_granularity = ${Number(granularity)}`),
+      });
     }
     await client.close();
   }
   const docs = locationBodies();
   await writeLocationEvents(alone, docs, EVENTS);
-  const parts = await alone.query("SELECT table, count() AS parts FROM system.parts WHERE database = 'otm_get_diag' AND active GROUP BY table ORDER BY table");
-  console.log(`${fmt(EVENTS, 0)} events stored (index_granularity ${granularity ?? 'of the store'}); active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`);
+  const parts = await alone.query(
+    "SELECT table, count() AS parts FROM system.parts WHERE database = 'otm_get_diag' AND active GROUP BY table ORDER BY table",
+  );
+  console.log(
+    `${fmt(EVENTS, 0)} events stored (index_granularity ${granularity ?? 'of the store'}); active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}`,
+  );
   const someIds = () => Array.from({ length: GETS }, () => docs.ids.at(Math.floor(Math.random() * EVENTS)));
   /** ClickHouse CPU ms and wall ms a GET. */
   const measure = async (store, concurrency) => {

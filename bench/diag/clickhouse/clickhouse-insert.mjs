@@ -17,8 +17,29 @@ const store = new ClickHouseEventStore({ url: chs.url, database: 'otm' });
 const ch = createClient({ url: chs.url, log: { level: ClickHouseLogLevel.OFF } });
 try {
   await store.migrate();
-  const doc = JSON.stringify({ eventType: 'locationUpdateEvent', id: 'x', lifecycle: 'actual', creationDate: '2026-03-01T06:41:12.345Z', geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 5.4 } });
-  const row = (i, d) => ({ tenant: 'acme', event_id: `e-${i}`, lifecycle_rank: 4, lifecycle: 'actual', event_type: 'locationUpdateEvent', event_time: 1772347272, event_time_ms: 1772347272345, vehicle_id: 'v', lat: 52.1, lon: 5.4, accepted_at: 1, version: i, deleted: 0, doc: d });
+  const doc = JSON.stringify({
+    eventType: 'locationUpdateEvent',
+    id: 'x',
+    lifecycle: 'actual',
+    creationDate: '2026-03-01T06:41:12.345Z',
+    geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 5.4 },
+  });
+  const row = (i, d) => ({
+    tenant: 'acme',
+    event_id: `e-${i}`,
+    lifecycle_rank: 4,
+    lifecycle: 'actual',
+    event_type: 'locationUpdateEvent',
+    event_time: 1772347272,
+    event_time_ms: 1772347272345,
+    vehicle_id: 'v',
+    lat: 52.1,
+    lon: 5.4,
+    accepted_at: 1,
+    version: i,
+    deleted: 0,
+    doc: d,
+  });
   const median = async (insert) => {
     const ms = [];
     for (let k = 0; k < 11; k++) {
@@ -28,9 +49,30 @@ try {
     }
     return ms.sort((a, b) => a - b)[5].toFixed(1);
   };
-  const events = (d) => median((k) => ch.insert({ table: 'otm.otm_events', values: Array.from({ length: 300 }, (_, i) => row(k * 1000 + i, d)), format: 'JSONEachRow' }));
-  const ids = await median((k) => ch.insert({ table: 'otm.otm_event_ids', values: Array.from({ length: 300 }, (_, i) => ({ tenant: 'acme', kind: 'events', event_id: `e-${k}-${i}`, lifecycle_rank: 4, vehicle_id: 'v', event_time: 1772347272, accepted_at: 1, version: 1, deleted: 0 })), format: 'JSONEachRow' }));
-  console.log(`data on ${process.env.OTM_TEST_CLICKHOUSE_ON_DISK === '1' ? 'disk ($TMPDIR)' : 'tmpfs (/dev/shm)'}: 300 rows into otm_events ${await events(doc)} ms (documents), ${await events('')} ms (empty documents); into otm_event_ids ${ids} ms (medians of 11)`);
+  const events = (d) =>
+    median((k) =>
+      ch.insert({ table: 'otm.otm_events', values: Array.from({ length: 300 }, (_, i) => row(k * 1000 + i, d)), format: 'JSONEachRow' }),
+    );
+  const ids = await median((k) =>
+    ch.insert({
+      table: 'otm.otm_event_ids',
+      values: Array.from({ length: 300 }, (_, i) => ({
+        tenant: 'acme',
+        kind: 'events',
+        event_id: `e-${k}-${i}`,
+        lifecycle_rank: 4,
+        vehicle_id: 'v',
+        event_time: 1772347272,
+        accepted_at: 1,
+        version: 1,
+        deleted: 0,
+      })),
+      format: 'JSONEachRow',
+    }),
+  );
+  console.log(
+    `data on ${process.env.OTM_TEST_CLICKHOUSE_ON_DISK === '1' ? 'disk ($TMPDIR)' : 'tmpfs (/dev/shm)'}: 300 rows into otm_events ${await events(doc)} ms (documents), ${await events('')} ms (empty documents); into otm_event_ids ${ids} ms (medians of 11)`,
+  );
 } finally {
   await ch.close();
   await store.close();

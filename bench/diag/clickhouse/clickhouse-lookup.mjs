@@ -44,8 +44,12 @@ try {
   await store.migrate();
   const docs = locationBodies();
   await writeLocationEvents(store, docs, EVENTS);
-  const parts = await store.query(`SELECT table, count() AS parts FROM system.parts WHERE database = '${DB}' AND active GROUP BY table ORDER BY table`);
-  console.log(`${fmt(EVENTS, 0)} events stored; active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}; ${IDS} ids a lookup`);
+  const parts = await store.query(
+    `SELECT table, count() AS parts FROM system.parts WHERE database = '${DB}' AND active GROUP BY table ORDER BY table`,
+  );
+  console.log(
+    `${fmt(EVENTS, 0)} events stored; active parts: ${parts.map((p) => `${p.table} ${p.parts}`).join(', ')}; ${IDS} ids a lookup`,
+  );
 
   // Ids not stored yet come from the bench's own id maker (sequential after a random prefix), as a
   // bulk load's would; stored ones are picked at random.
@@ -81,7 +85,8 @@ try {
     }
   }
   console.log(`\nmedians (ClickHouse CPU a lookup of ${IDS} ids, µs an id):`);
-  for (const [name, ms] of Object.entries(results)) console.log(`  ${name}: ${fmt(median(ms))} ms (${fmt((median(ms) * 1000) / IDS)} µs an id)`);
+  for (const [name, ms] of Object.entries(results))
+    console.log(`  ${name}: ${fmt(median(ms))} ms (${fmt((median(ms) * 1000) / IDS)} µs an id)`);
 } finally {
   await store.dropDatabase().catch(() => {});
   await store.close();

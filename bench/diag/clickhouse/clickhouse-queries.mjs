@@ -78,7 +78,9 @@ try {
       `round ${round}: ${fmt(r.rate)} events/s visible, ${fmt(r.answeredRate)} answered; ClickHouse used ${fmt(cpu)} s of CPU (its process, /proc), of which its queries:`,
     );
     for (const q of rows) {
-      console.log(`  ${q.kind.padEnd(26)} ${String(q.queries).padStart(4)} queries, ${String(q.cpu_ms).padStart(5)} ms of CPU, ${fmt(Number(q.read_rows), 0)} rows read, ${q.parts} parts and ${q.marks} marks selected, ${q.buffers_mb} MB of read buffers allocated`);
+      console.log(
+        `  ${q.kind.padEnd(26)} ${String(q.queries).padStart(4)} queries, ${String(q.cpu_ms).padStart(5)} ms of CPU, ${fmt(Number(q.read_rows), 0)} rows read, ${q.parts} parts and ${q.marks} marks selected, ${q.buffers_mb} MB of read buffers allocated`,
+      );
     }
     const queried = rows.reduce((a, q) => a + Number(q.cpu_ms), 0) / 1000;
     console.log(`  the rest (merges, HTTP, logging): ${fmt(cpu - queried)} s`);

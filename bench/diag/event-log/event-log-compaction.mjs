@@ -45,9 +45,15 @@ try {
   clearInterval(sampler);
   delay.disable();
   console.log(`${EVENTS} events, every other one replaced: ${(before / 2 ** 20).toFixed(1)} MB in ${files} segment files`);
-  console.log(`compaction: ${r.compacted.length} segments rewritten, ${r.removed.length} removed, ${(r.reclaimedBytes / 2 ** 20).toFixed(1)} MB reclaimed in ${(ms / 1000).toFixed(2)} s`);
-  console.log(`log now ${(logBytes() / 2 ** 20).toFixed(1)} MB; event loop held up at most ${(delay.max / 1e6).toFixed(1)} ms (p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms)`);
-  console.log(`resident memory ${(rss0 / 2 ** 20).toFixed(0)} MB before, at most ${(rssPeak / 2 ** 20).toFixed(0)} MB during (sampled every 5 ms)`);
+  console.log(
+    `compaction: ${r.compacted.length} segments rewritten, ${r.removed.length} removed, ${(r.reclaimedBytes / 2 ** 20).toFixed(1)} MB reclaimed in ${(ms / 1000).toFixed(2)} s`,
+  );
+  console.log(
+    `log now ${(logBytes() / 2 ** 20).toFixed(1)} MB; event loop held up at most ${(delay.max / 1e6).toFixed(1)} ms (p99 ${(delay.percentile(99) / 1e6).toFixed(1)} ms)`,
+  );
+  console.log(
+    `resident memory ${(rss0 / 2 ** 20).toFixed(0)} MB before, at most ${(rssPeak / 2 ** 20).toFixed(0)} MB during (sampled every 5 ms)`,
+  );
   for (const i of [0, 1, EVENTS - 2, EVENTS - 1]) {
     const got = await stores.events.get('acme', 'events', id(i));
     if (got?.json !== locationEvent(id(i), i + (i % 2 === 0 ? 1 : 0))) throw new Error(`event ${i} reads wrong after compaction`);

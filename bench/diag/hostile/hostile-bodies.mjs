@@ -126,7 +126,14 @@ try {
       times.push(performance.now() - t);
       worstHealth = Math.max(worstHealth, await poll.stop());
     }
-    rows.push({ name, kb: body.length / 1024, ms: median(times), status: answer.status, answerKb: answer.body.length / 1024, health: worstHealth });
+    rows.push({
+      name,
+      kb: body.length / 1024,
+      ms: median(times),
+      status: answer.status,
+      answerKb: answer.body.length / 1024,
+      health: worstHealth,
+    });
   }
   const base = rows[0].ms;
   process.stdout.write('shape                   body KB   answer ms   x valid trip   status   answer KB   worst /healthz ms\n');

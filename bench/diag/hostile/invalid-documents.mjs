@@ -98,5 +98,7 @@ for (const [name, kind, text] of cases) {
   const v = median(validations);
   const p = median(parses);
   baseline ??= v;
-  w(`| ${name} | ${text.length} | ${fmt(p)} | ${fmt(v)} | ${fmt(v / baseline)} | ${fmt(v / p)} | ${answer.length} | ${JSON.stringify(answer).length} |\n`);
+  w(
+    `| ${name} | ${text.length} | ${fmt(p)} | ${fmt(v)} | ${fmt(v / baseline)} | ${fmt(v / p)} | ${answer.length} | ${JSON.stringify(answer).length} |\n`,
+  );
 }

@@ -31,7 +31,8 @@ import { cpuSeconds } from '../../lib/proc.mjs';
 import { idMaker, memoryOf, mkTemp, request, startBaseline } from '../../lib/util.mjs';
 
 const [scenario = 'get-trip', requestsArg = '100000', roundsArg = '2'] = process.argv.slice(2);
-if (!['get-trip', 'get-trip-redis', 'get-event', 'put-event'].includes(scenario)) throw new Error(`scenario: get-trip, get-trip-redis, get-event or put-event, got ${scenario}`);
+if (!['get-trip', 'get-trip-redis', 'get-event', 'put-event'].includes(scenario))
+  throw new Error(`scenario: get-trip, get-trip-redis, get-event or put-event, got ${scenario}`);
 const REQUESTS = Number(requestsArg);
 const ROUNDS = Number(roundsArg);
 const TOKEN = 'cpu-diag-token-1';
@@ -48,7 +49,9 @@ if (scenario === 'get-trip-redis') await flushRedis();
 const svc = await startServe({
   OTM_DATA_DIR: dataDir,
   OTM_TOKENS: `${TOKEN}:t1:read+write`,
-  ...(scenario === 'get-trip-redis' ? { OTM_ENTITY_STORE: 'redis', REDIS_URL: redisUrl, OTM_REDIS_CACHE: process.env.OTM_REDIS_CACHE ?? 'on' } : {}),
+  ...(scenario === 'get-trip-redis'
+    ? { OTM_ENTITY_STORE: 'redis', REDIS_URL: redisUrl, OTM_REDIS_CACHE: process.env.OTM_REDIS_CACHE ?? 'on' }
+    : {}),
 });
 const base = await startBaseline();
 try {
@@ -62,7 +65,15 @@ try {
     spec = { method: 'GET', path: `/api/v5/trips/${TRIP.id}`, headers };
   } else if (scenario === 'get-event') {
     const stored = Number(process.env.OTM_DIAG_EVENTS ?? 100_000);
-    const { ids, invisible } = await bulkEndToEnd({ writeUrl: svc.url, readUrl: svc.url, token: TOKEN, n: stored, batch: 5_000, concurrency: 2, visibleTimeoutS: 60 });
+    const { ids, invisible } = await bulkEndToEnd({
+      writeUrl: svc.url,
+      readUrl: svc.url,
+      token: TOKEN,
+      n: stored,
+      batch: 5_000,
+      concurrency: 2,
+      visibleTimeoutS: 60,
+    });
     if (invisible) throw new Error(`${invisible} stored events not visible`);
     const got = await request(`${svc.url}/api/v5/events/${ids.at(0)}`, { token: TOKEN });
     if (got.status !== 200) throw new Error(`GET event answered ${got.status}`);
@@ -70,7 +81,12 @@ try {
     // A scattered order (a stride prime to the count), so that reads do not walk the log in order.
     let i = 0;
     const stride = 7_919;
-    spec = { method: 'GET', path: `/api/v5/events/${ids.at(0)}`, headers, setupRequest: (r) => ({ ...r, path: `/api/v5/events/${ids.at((i++ * stride) % stored)}` }) };
+    spec = {
+      method: 'GET',
+      path: `/api/v5/events/${ids.at(0)}`,
+      headers,
+      setupRequest: (r) => ({ ...r, path: `/api/v5/events/${ids.at((i++ * stride) % stored)}` }),
+    };
   } else {
     const ids = idMaker();
     const nextId = process.env.OTM_DIAG_RANDOM_IDS === '1' ? randomUUID : ids.next;
@@ -86,7 +102,10 @@ try {
     const user = after.user - before.user;
     const sys = after.sys - before.sys;
     const us = (s) => ((s * 1e6) / n).toFixed(1);
-    return { perRequest: (user + sys) / n, line: `${name}: user ${us(user)} µs, system ${us(sys)} µs, total ${us(user + sys)} µs per request` };
+    return {
+      perRequest: (user + sys) / n,
+      line: `${name}: user ${us(user)} µs, system ${us(sys)} µs, total ${us(user + sys)} µs per request`,
+    };
   };
   await run('warm-up', base.url, base.child.pid, 20_000);
   await run('warm-up', svc.url, svc.child.pid, 20_000);
@@ -98,7 +117,9 @@ try {
   }
   const m = memoryOf(svc.child.pid);
   const mb = (x) => x.toFixed(0);
-  console.log(`service memory: VmHWM ${mb(m.hwmMB)} MB, RSS ${mb(m.rssMB)} MB (anonymous ${mb(m.anonMB)} MB, file-backed ${mb(m.fileMB)} MB)`);
+  console.log(
+    `service memory: VmHWM ${mb(m.hwmMB)} MB, RSS ${mb(m.rssMB)} MB (anonymous ${mb(m.anonMB)} MB, file-backed ${mb(m.fileMB)} MB)`,
+  );
 } finally {
   await base.stop();
   await stop(svc);

@@ -44,13 +44,17 @@ function machineCpu() {
   return { idle: f[3] + f[4], total: f.reduce((a, b) => a + b, 0) };
 }
 
-const HAVE_PERF = !process.env.OTM_DIAG_NO_PERF && spawnSync('perf', ['stat', '-e', 'syscalls:sys_enter_fdatasync', '--', 'true'], { stdio: 'ignore' }).status === 0;
+const HAVE_PERF =
+  !process.env.OTM_DIAG_NO_PERF &&
+  spawnSync('perf', ['stat', '-e', 'syscalls:sys_enter_fdatasync', '--', 'true'], { stdio: 'ignore' }).status === 0;
 
 /** Counts the fdatasync calls of `pid` for `seconds` with perf; resolves undefined without perf. */
 function countSyncs(pid, seconds) {
   if (!HAVE_PERF) return Promise.resolve(undefined);
   return new Promise((resolve) => {
-    const p = spawn('perf', ['stat', '-x', ',', '-e', 'syscalls:sys_enter_fdatasync', '-p', String(pid), '--', 'sleep', String(seconds)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const p = spawn('perf', ['stat', '-x', ',', '-e', 'syscalls:sys_enter_fdatasync', '-p', String(pid), '--', 'sleep', String(seconds)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     let err = '';
     p.stderr.on('data', (d) => (err += d));
     p.on('close', () => {
@@ -65,7 +69,8 @@ async function measure(label, base) {
   const svc = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:t1:read+write` });
   try {
     const bodies = locationBodies();
-    const run = (duration) => load({ url: svc.url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: bodies.next, connections: 50, duration });
+    const run = (duration) =>
+      load({ url: svc.url, method: 'PUT', path: '/api/v5/events', token: TOKEN, bodyFn: bodies.next, connections: 50, duration });
     await run(3);
     const pid = svc.child.pid;
     const t0 = threadCpu(pid);

@@ -26,5 +26,7 @@ cpuUs(decodeMessage);
 for (let round = 1; round <= ROUNDS; round++) {
   const parse = cpuUs(JSON.parse);
   const decode = cpuUs(decodeMessage);
-  console.log(`round ${round}: JSON.parse ${parse.toFixed(2)} µs, decodeMessage ${decode.toFixed(2)} µs a message (${(decode / parse).toFixed(2)}×)`);
+  console.log(
+    `round ${round}: JSON.parse ${parse.toFixed(2)} µs, decodeMessage ${decode.toFixed(2)} µs a message (${(decode / parse).toFixed(2)}×)`,
+  );
 }

@@ -43,7 +43,8 @@ const ingress = await startOtm(['ingress'], {
 });
 try {
   const bodies = locationBodies();
-  const put = (duration) => load({ url: ingress.url, token: TOKEN, method: 'PUT', path: '/api/v5/events', bodyFn: bodies.next, duration, connections: 50 });
+  const put = (duration) =>
+    load({ url: ingress.url, token: TOKEN, method: 'PUT', path: '/api/v5/events', bodyFn: bodies.next, duration, connections: 50 });
   await put(3); // warm-up
   for (let round = 1; round <= ROUNDS; round++) {
     const before = { ingress: cpu(ingress.child.pid), kafka: cpu(kafkaPid) };

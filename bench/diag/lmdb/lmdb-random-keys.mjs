@@ -40,7 +40,9 @@ try {
   };
   await Promise.all([writer(), writer()]);
   const c = process.cpuUsage(c0);
-  console.log(`${preload} keys preloaded, ${per} puts a transaction, pages of ${pageSize} B: ${Math.round(n / 4)} puts/s, CPU ${(c.user / n).toFixed(1)} µs user + ${(c.system / n).toFixed(1)} µs system a put`);
+  console.log(
+    `${preload} keys preloaded, ${per} puts a transaction, pages of ${pageSize} B: ${Math.round(n / 4)} puts/s, CPU ${(c.user / n).toFixed(1)} µs user + ${(c.system / n).toFixed(1)} µs system a put`,
+  );
 } finally {
   await root.close();
   fs.rmSync(dir, { recursive: true, force: true });

@@ -23,7 +23,10 @@ function sample() {
     try {
       const { user, sys } = cpuSeconds(`/proc/${pid}/stat`);
       const cpu = user + sys;
-      const entry = seen.get(pid) ?? { cpu: 0, name: fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 100) };
+      const entry = seen.get(pid) ?? {
+        cpu: 0,
+        name: fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ').trim().slice(0, 100),
+      };
       entry.cpu = Math.max(entry.cpu, cpu);
       seen.set(pid, entry);
     } catch {

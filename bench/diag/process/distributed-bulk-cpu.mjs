@@ -23,7 +23,10 @@ const cluster = await startCluster();
 const role = (name) => cluster.processes.get(name);
 const pids = clusterPids(cluster);
 /** CPU s of each process between two `meter.spent()` readings. */
-const spent = (from, to) => Object.keys(to).map((name) => `${name} ${fmt(to[name] - (from[name] ?? 0))}`).join(', ');
+const spent = (from, to) =>
+  Object.keys(to)
+    .map((name) => `${name} ${fmt(to[name] - (from[name] ?? 0))}`)
+    .join(', ');
 
 try {
   // The first consumer-group join on the mock takes a few seconds: wait until a write is visible.

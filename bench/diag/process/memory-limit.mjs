@@ -54,7 +54,11 @@ function cgroupSetup() {
         const events = fs.readFileSync(path.join(dir, 'memory.events'), 'utf8');
         const ev = (k) => Number(new RegExp(`^${k} (\\d+)`, 'm').exec(events)?.[1] ?? 0);
         const peak = path.join(dir, 'memory.peak');
-        return { peakMB: fs.existsSync(peak) ? Number(fs.readFileSync(peak, 'utf8')) / 2 ** 20 : NaN, limitHits: ev('max'), oomKills: ev('oom_kill') };
+        return {
+          peakMB: fs.existsSync(peak) ? Number(fs.readFileSync(peak, 'utf8')) / 2 ** 20 : NaN,
+          limitHits: ev('max'),
+          oomKills: ev('oom_kill'),
+        };
       },
     };
   }
@@ -101,7 +105,9 @@ async function scenario(label, cg) {
     console.log(
       `${label}: ${fmt(r.rps, 0)} PUT/s, ${fmt(sent(), 0)} events, non-2xx ${r.non2xx}, errors ${r.errors}, p99 ${r.p99} ms; ` +
         `VmHWM ${fmt(mem.hwmMB, 0)} MB (now: mapped LMDB file ${fmt(lmdbMB, 0)} MB, anonymous ${fmt(mem.anonMB, 0)} MB, file-backed ${fmt(mem.fileMB, 0)} MB)` +
-        (c ? `; cgroup v${cg.version}: peak charge ${fmt(c.peakMB, 0)} MB of ${LIMIT_MB}, limit reached ${fmt(c.limitHits, 0)} times, OOM kills ${c.oomKills}` : '') +
+        (c
+          ? `; cgroup v${cg.version}: peak charge ${fmt(c.peakMB, 0)} MB of ${LIMIT_MB}, limit reached ${fmt(c.limitHits, 0)} times, OOM kills ${c.oomKills}`
+          : '') +
         `; ${SAMPLE} acknowledged events read back, ${missing} missing`,
     );
     return { ...r, mem, lmdbMB, cgroup: c, missing };

@@ -42,7 +42,9 @@ try {
       await Promise.all(Array.from({ length: 50 }, caller));
       const cpu = process.cpuUsage(cpu0);
       const ms = performance.now() - t0;
-      console.log(`  ${name.padEnd(36)} ${((cpu.user + cpu.system) / N).toFixed(1)} µs of CPU a command, ${Math.round((N * 1000) / ms)} commands/s`);
+      console.log(
+        `  ${name.padEnd(36)} ${((cpu.user + cpu.system) / N).toFixed(1)} µs of CPU a command, ${Math.round((N * 1000) / ms)} commands/s`,
+      );
       r.disconnect();
     }
   }

@@ -39,6 +39,8 @@ const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null &
 
 /** `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither is usable. */
 export function modifiedOf(doc: Readonly<Doc>): number {
+  // Whatever is there: a value that is no date (an object, say: '[object Object]') parses to NaN, hence 0.
+  // eslint-disable-next-line @typescript-eslint/no-base-to-string
   const t = Date.parse(String(doc.lastModified ?? doc.creationDate ?? ''));
   return Number.isFinite(t) ? t : 0;
 }
@@ -71,7 +73,11 @@ export function updateTarget(event: Readonly<Doc>): UpdateTarget | OtmError {
   if (!isObject(patch)) return { type: 'missingField', field: path, message: 'an updateEvent needs the entity it changes' };
   const kind = typeof patch.entityType === 'string' ? kindOfEntityType(patch.entityType) : undefined;
   if (kind === undefined) {
-    return { type: 'missingField', field: `${path}.entityType`, message: 'an updateEvent must name the entityType of the entity it changes' };
+    return {
+      type: 'missingField',
+      field: `${path}.entityType`,
+      message: 'an updateEvent must name the entityType of the entity it changes',
+    };
   }
   if (typeof patch.id !== 'string' || patch.id === '') {
     return { type: 'missingField', field: `${path}.id`, message: 'an updateEvent must name the id of the entity it changes' };
@@ -96,12 +102,18 @@ export interface AssociationPlan {
 /** entity1's and entity2's kinds and ids of an association event. */
 export function associationPlan(event: Readonly<Doc>): AssociationPlan | OtmError {
   const t1 = associationTarget(event.entity1);
-  if (t1?.kind === undefined) return { type: 'invalidField', field: 'entity1', message: 'cannot tell the kind of entity1: give its entityType' };
+  if (t1?.kind === undefined)
+    return { type: 'invalidField', field: 'entity1', message: 'cannot tell the kind of entity1: give its entityType' };
   if (t1.id === undefined || t1.id === '') {
-    return { type: 'invalidField', field: 'entity1', message: 'entity1 must name one entity: an inline entity with an id, or a reference with a uuid' };
+    return {
+      type: 'invalidField',
+      field: 'entity1',
+      message: 'entity1 must name one entity: an inline entity with an id, or a reference with a uuid',
+    };
   }
   const t2 = associationTarget(event.entity2);
-  if (t2?.kind === undefined) return { type: 'invalidField', field: 'entity2', message: 'cannot tell the kind of entity2: give its entityType' };
+  if (t2?.kind === undefined)
+    return { type: 'invalidField', field: 'entity2', message: 'cannot tell the kind of entity2: give its entityType' };
   return { kind1: t1.kind, key1: storageKey(t1.id), kind2: t2.kind, id2: t2.id };
 }
 
@@ -128,7 +140,7 @@ export function applyAssociation(
     else if (current !== undefined && sameTarget(current, plan.id2, entity2)) delete out[holding.member];
     return out;
   }
-  const list = Array.isArray(current) ? current : [];
+  const list: unknown[] = Array.isArray(current) ? current : [];
   if (created) {
     out[holding.member] = list.some((a) => sameTarget(a, plan.id2, entity2)) ? list : [...list, entity2];
   } else {
@@ -185,7 +197,9 @@ const clip = (v: unknown): unknown => (typeof v === 'string' && v.length > LOG_T
 /** A bounded summary of what an effect was dropped for (the event's error items are client-driven). */
 function logDetail(detail: unknown): unknown {
   if (Array.isArray(detail)) {
-    const shown = detail.slice(0, 5).map((d) => (typeof d === 'object' && d !== null ? Object.fromEntries(Object.entries(d).map(([k, v]) => [k, clip(v)])) : clip(d)));
+    const shown = (detail as unknown[])
+      .slice(0, 5)
+      .map((d) => (typeof d === 'object' && d !== null ? Object.fromEntries(Object.entries(d).map(([k, v]) => [k, clip(v)])) : clip(d)));
     return detail.length > shown.length ? { items: shown, more: detail.length - shown.length } : shown;
   }
   if (typeof detail === 'object' && detail !== null) return Object.fromEntries(Object.entries(detail).map(([k, v]) => [k, clip(v)]));
@@ -215,7 +229,7 @@ class Engine {
       return;
     }
     // The document is walked once; its inline entities serve every step below.
-    const { doc, children } = await this.withNewerCopies(m.tenant, m.kind, m.doc as Doc, m.acceptedAt);
+    const { doc, children } = await this.withNewerCopies(m.tenant, m.kind, m.doc, m.acceptedAt);
     if (!m.inlineOnly) {
       // Unchanged by withNewerCopies, the document's text is the one the ingress already made.
       const json = doc === m.doc ? jsonOf(doc) : undefined;
@@ -306,7 +320,15 @@ class Engine {
       // followed by everything inside it, at every depth).
       let end = i + 1;
       while (end < children.length && isUnder(children[end]!.path, child.path)) end++;
-      await this.store(tenant, child.kind, storageKey(id), child.entity, { modified: modifiedOf(child.entity), acceptedAt }, false, children.slice(i + 1, end));
+      await this.store(
+        tenant,
+        child.kind,
+        storageKey(id),
+        child.entity,
+        { modified: modifiedOf(child.entity), acceptedAt },
+        false,
+        children.slice(i + 1, end),
+      );
     }
   }
 
@@ -358,7 +380,13 @@ class Engine {
     }
     if (replaced !== undefined) {
       const json = JSON.stringify(holder);
-      this.tx.put(tenant, { kind: ref.kind, key: ref.key, lifecycleRank: ref.lifecycleRank, json, stamp: stored.stamp ?? { modified: 0, acceptedAt: 0 } });
+      this.tx.put(tenant, {
+        kind: ref.kind,
+        key: ref.key,
+        lifecycleRank: ref.lifecycleRank,
+        json,
+        stamp: stored.stamp ?? { modified: 0, acceptedAt: 0 },
+      });
       // A holder written in this unit is held as it is now by the holders that come after it.
       const self = this.written.get(versionId(tenant, ref.kind, ref.key, ref.lifecycleRank));
       if (self !== undefined) {
@@ -379,13 +407,16 @@ class Engine {
     const waiting = await this.tx.pending(tenant, kind, key);
     for (const p of waiting) {
       this.tx.removePending(tenant, kind, key, p);
-      await this.effect(tenant, p.event as Doc, p.acceptedAt, p.eventKey);
+      await this.effect(tenant, p.event, p.acceptedAt, p.eventKey);
     }
   }
 
   private drop(reason: string, event: Doc, detail: unknown): void {
     droppedEffects.inc({ reason });
-    this.deps.logger.warn({ reason, eventId: clip(event.id), eventType: clip(event.eventType), detail: logDetail(detail) }, 'effect dropped');
+    this.deps.logger.warn(
+      { reason, eventId: clip(event.id), eventType: clip(event.eventType), detail: logDetail(detail) },
+      'effect dropped',
+    );
   }
 
   private wait(tenant: string, kind: KindSegment, key: string, event: Doc, acceptedAt: number, eventKey: string): void {

@@ -94,7 +94,8 @@ export const CONFIG_VARIABLES = {
   KAFKA_BROKERS: 'comma-separated host:port list, required when OTM_BUS=kafka',
   OTM_ENTITY_STORE: 'embedded (default) or redis',
   REDIS_URL: 'redis://host:port, required when OTM_ENTITY_STORE=redis',
-  OTM_REDIS_CACHE: 'on (default): each process keeps recently read entities, dropped when Redis says they changed (Redis 6+); off: every GET asks Redis',
+  OTM_REDIS_CACHE:
+    'on (default): each process keeps recently read entities, dropped when Redis says they changed (Redis 6+); off: every GET asks Redis',
   OTM_EVENT_STORE: 'embedded (default) or clickhouse',
   CLICKHOUSE_URL: 'http://host:8123, required when OTM_EVENT_STORE=clickhouse',
   OTM_TOKENS: 'token:tenant:scopes[,...], scopes read and/or write joined with + (e.g. s3cret:acme:read+write)',
@@ -103,15 +104,21 @@ export const CONFIG_VARIABLES = {
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
   OTM_BULK_MAX_ITEMS: 'most documents in one bulk request (default 10000)',
-  OTM_HEADERS_TIMEOUT_MS: 'longest time from the first byte of a request to the end of its headers, then 408 and the connection is closed (default 10000, at most OTM_REQUEST_TIMEOUT_MS)',
-  OTM_REQUEST_TIMEOUT_MS: 'longest time from the first byte of a request to the end of its body, then 408 and the connection is closed (default 30000)',
-  OTM_KEEP_ALIVE_TIMEOUT_MS: 'how long a kept-alive connection may wait for its next request (default 65000: longer than the proxy in front keeps its idle connections)',
-  OTM_IDLE_TIMEOUT_MS: 'how long nothing may move on a connection (a client that does not read its answer), except while the service works on its request (default 30000)',
+  OTM_HEADERS_TIMEOUT_MS:
+    'longest time from the first byte of a request to the end of its headers, then 408 and the connection is closed (default 10000, at most OTM_REQUEST_TIMEOUT_MS)',
+  OTM_REQUEST_TIMEOUT_MS:
+    'longest time from the first byte of a request to the end of its body, then 408 and the connection is closed (default 30000)',
+  OTM_KEEP_ALIVE_TIMEOUT_MS:
+    'how long a kept-alive connection may wait for its next request (default 65000: longer than the proxy in front keeps its idle connections)',
+  OTM_IDLE_TIMEOUT_MS:
+    'how long nothing may move on a connection (a client that does not read its answer), except while the service works on its request (default 30000)',
   OTM_MAX_CONNECTIONS: 'most connections open at once; more are closed as they come (default 1024)',
-  OTM_BULK_THREADS: 'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
+  OTM_BULK_THREADS:
+    'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
-  KAFKA_MAX_REQUEST_BYTES: "most bytes of messages in one produce request (default 1000000, under Kafka's default message.max.bytes; a larger message goes alone)",
+  KAFKA_MAX_REQUEST_BYTES:
+    "most bytes of messages in one produce request (default 1000000, under Kafka's default message.max.bytes; a larger message goes alone)",
   KAFKA_SESSION_TIMEOUT_MS: 'consumer group session timeout (default 30000)',
   KAFKA_HEARTBEAT_MS: 'consumer heartbeat interval (default 3000)',
   KAFKA_REBALANCE_TIMEOUT_MS: 'consumer rebalance timeout (default 60000)',
@@ -189,7 +196,10 @@ export function loadConfig(env: Env = process.env): Config {
   // The headers are part of the request: their time cannot be longer than the whole request's.
   const headersTimeoutMs = integer(env, 'OTM_HEADERS_TIMEOUT_MS', Math.min(d.headersTimeoutMs, requestTimeoutMs), 100, 3_600_000);
   if (headersTimeoutMs > requestTimeoutMs) {
-    throw new ConfigError('OTM_HEADERS_TIMEOUT_MS', `must not be longer than OTM_REQUEST_TIMEOUT_MS (${requestTimeoutMs}), got '${headersTimeoutMs}'`);
+    throw new ConfigError(
+      'OTM_HEADERS_TIMEOUT_MS',
+      `must not be longer than OTM_REQUEST_TIMEOUT_MS (${requestTimeoutMs}), got '${headersTimeoutMs}'`,
+    );
   }
   const connections: ConnectionLimits = Object.freeze({
     headersTimeoutMs,

@@ -19,7 +19,7 @@ export function membersWithin(value: unknown, limit: number): number {
     const depth = depths.pop()!;
     if (depth > limit) return -1;
     if (Array.isArray(v)) {
-      for (const item of v) {
+      for (const item of v as unknown[]) {
         if (item !== null && typeof item === 'object') {
           values.push(item);
           depths.push(depth + 1);

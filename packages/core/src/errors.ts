@@ -43,8 +43,7 @@ export class OtmServiceError extends Error {
   }
 }
 
-export const invalidDocument = (items: OtmError[]) =>
-  new OtmServiceError(ErrorCode.invalidDocument, 400, 'invalid document', { items });
+export const invalidDocument = (items: OtmError[]) => new OtmServiceError(ErrorCode.invalidDocument, 400, 'invalid document', { items });
 
 export const notFound = (message: string) =>
   new OtmServiceError(ErrorCode.notFound, 404, message, { items: [{ type: 'notFound', message }] });
@@ -64,7 +63,11 @@ export const unavailable = (message: string, retryAfterSeconds = 5, cause?: unkn
  */
 export class AdapterError extends Error {
   readonly retryable: boolean;
-  constructor(readonly adapter: string, message: string, opts: { retryable: boolean; cause?: unknown }) {
+  constructor(
+    readonly adapter: string,
+    message: string,
+    opts: { retryable: boolean; cause?: unknown },
+  ) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.name = 'AdapterError';
     this.retryable = opts.retryable;

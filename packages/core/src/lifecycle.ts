@@ -6,8 +6,7 @@
 export const LIFECYCLES = ['requested', 'planned', 'projected', 'actual', 'realized'] as const;
 export type Lifecycle = (typeof LIFECYCLES)[number];
 
-export const isLifecycle = (s: unknown): s is Lifecycle =>
-  typeof s === 'string' && (LIFECYCLES as readonly string[]).includes(s);
+export const isLifecycle = (s: unknown): s is Lifecycle => typeof s === 'string' && (LIFECYCLES as readonly string[]).includes(s);
 
 /** 0 for no lifecycle, 1 (requested) to 5 (realized). */
 export const lifecycleRank = (s: unknown): number => (isLifecycle(s) ? LIFECYCLES.indexOf(s) + 1 : 0);

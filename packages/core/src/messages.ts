@@ -193,7 +193,14 @@ export function encodeMessage(message: ChangeMessage): string | Buffer {
  */
 export function decodeMessage(text: string): ChangeMessage {
   const message = JSON.parse(text) as ChangeMessage;
-  if (typeof message !== 'object' || message === null || message.op !== 'put' || typeof message.doc !== 'object' || message.doc === null || Array.isArray(message.doc)) {
+  if (
+    typeof message !== 'object' ||
+    message === null ||
+    message.op !== 'put' ||
+    typeof message.doc !== 'object' ||
+    message.doc === null ||
+    Array.isArray(message.doc)
+  ) {
     return message;
   }
   // The document's text is what follows the first `,"doc":{` when the message is laid out as

@@ -52,4 +52,3 @@ export const bulkChecksInFlight = new Gauge({
   help: 'Bulk bodies being checked on a checking thread or waiting for one',
   registers: [registry],
 });
-

@@ -4,7 +4,15 @@ import { ConfigError, loadConfig } from '../src/index.js';
 describe('loadConfig', () => {
   it('has defaults for the embedded deployment', () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ port: 8080, host: '127.0.0.1', bus: 'memory', entityStore: 'embedded', eventStore: 'embedded', tokens: undefined, redisCache: true });
+    expect(c).toMatchObject({
+      port: 8080,
+      host: '127.0.0.1',
+      bus: 'memory',
+      entityStore: 'embedded',
+      eventStore: 'embedded',
+      tokens: undefined,
+      redisCache: true,
+    });
     expect(loadConfig({ OTM_REDIS_CACHE: 'off' }).redisCache).toBe(false);
     expect(c.dataDir.endsWith('/data')).toBe(true);
     expect(Object.isFrozen(c)).toBe(true);
@@ -47,7 +55,13 @@ describe('loadConfig', () => {
   });
 
   it('has connection limits, each set by its variable', () => {
-    expect(loadConfig({}).connections).toEqual({ headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 65_000, idleTimeoutMs: 30_000, maxConnections: 1024 });
+    expect(loadConfig({}).connections).toEqual({
+      headersTimeoutMs: 10_000,
+      requestTimeoutMs: 30_000,
+      keepAliveTimeoutMs: 65_000,
+      idleTimeoutMs: 30_000,
+      maxConnections: 1024,
+    });
     expect(
       loadConfig({
         OTM_HEADERS_TIMEOUT_MS: '2000',

@@ -9,8 +9,19 @@ describe('stored versions', () => {
     const fromText = decodeVersion('vehicles', 'k1', 3, raw);
     const fromBytes = decodeVersionBytes('vehicles', 'k1', 3, Buffer.from(raw));
     expect(fromBytes.json).toBe(json);
-    expect({ ...fromText }).toEqual({ kind: 'vehicles', key: 'k1', lifecycleRank: 3, json, stamp: { modified: 1_700_000_000_123, acceptedAt: 1_700_000_000_456 } });
-    expect([fromBytes.kind, fromBytes.key, fromBytes.lifecycleRank, fromBytes.stamp]).toEqual([fromText.kind, fromText.key, fromText.lifecycleRank, fromText.stamp]);
+    expect({ ...fromText }).toEqual({
+      kind: 'vehicles',
+      key: 'k1',
+      lifecycleRank: 3,
+      json,
+      stamp: { modified: 1_700_000_000_123, acceptedAt: 1_700_000_000_456 },
+    });
+    expect([fromBytes.kind, fromBytes.key, fromBytes.lifecycleRank, fromBytes.stamp]).toEqual([
+      fromText.kind,
+      fromText.key,
+      fromText.lifecycleRank,
+      fromText.stamp,
+    ]);
   });
 
   it('keeps the bytes of the document as stored, multi-byte characters included', () => {

@@ -16,25 +16,93 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-chdb-'));
 const s = new Session(dir);
 console.log(s.query('SELECT version()', 'TSV').trim());
 for (const sql of eventStoreDdl('otm')) s.query(sql);
-const V1 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01', T1 = 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a01';
+const V1 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01',
+  T1 = 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a01';
 const ref = (entityType, uuid) => ({ associationType: 'reference', entityType, uuid });
 let v = 1;
 let failed = false;
-const rows = [], ids = [];
+const rows = [],
+  ids = [];
 const add = (id, doc, rank = 0) => {
   const c = eventColumns(doc, 0);
   const version = v++;
-  rows.push({ ...c, tenant: 'acme', event_id: id, lifecycle_rank: rank, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0, doc: JSON.stringify(doc) });
-  ids.push({ tenant: 'acme', kind: 'events', event_id: id, lifecycle_rank: rank, vehicle_id: c.vehicle_id, event_time: Math.floor(c.event_time_ms / 1000), accepted_at: 0, version, deleted: 0 });
+  rows.push({
+    ...c,
+    tenant: 'acme',
+    event_id: id,
+    lifecycle_rank: rank,
+    event_time: Math.floor(c.event_time_ms / 1000),
+    accepted_at: 0,
+    version,
+    deleted: 0,
+    doc: JSON.stringify(doc),
+  });
+  ids.push({
+    tenant: 'acme',
+    kind: 'events',
+    event_id: id,
+    lifecycle_rank: rank,
+    vehicle_id: c.vehicle_id,
+    event_time: Math.floor(c.event_time_ms / 1000),
+    accepted_at: 0,
+    version,
+    deleted: 0,
+  });
 };
-add('f1', { eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T09:00:00Z', vehicle: ref('vehicle', V1), trip: ref('trip', T1), amount: { value: 10, unit: 'l' } }, 4);
-add('f1', { eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T09:00:00Z', vehicle: ref('vehicle', V1), trip: ref('trip', T1), amount: { value: 10, unit: 'l' } }, 4);
-add('e1', { eventType: 'emissionEvent', creationDate: '2024-03-01T09:00:00Z', vehicle: ref('vehicle', V1), trip: ref('trip', T1), amount: { value: 1500, unit: 'g' } });
-add('l1', { eventType: 'locationUpdateEvent', creationDate: '2024-03-01T06:00:00Z', vehicle: ref('vehicle', V1), geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4 } });
-add('l2', { eventType: 'locationUpdateEvent', creationDate: '2024-03-01T06:01:00Z', vehicle: ref('vehicle', V1), geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4.1 } });
-add('l3', { eventType: 'locationUpdateEvent', creationDate: '2024-03-01T06:02:00Z', vehicle: ref('vehicle', V1), geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.1 } });
+add(
+  'f1',
+  {
+    eventType: 'fuelConsumedEvent',
+    lifecycle: 'actual',
+    creationDate: '2024-03-01T09:00:00Z',
+    vehicle: ref('vehicle', V1),
+    trip: ref('trip', T1),
+    amount: { value: 10, unit: 'l' },
+  },
+  4,
+);
+add(
+  'f1',
+  {
+    eventType: 'fuelConsumedEvent',
+    lifecycle: 'actual',
+    creationDate: '2024-03-01T09:00:00Z',
+    vehicle: ref('vehicle', V1),
+    trip: ref('trip', T1),
+    amount: { value: 10, unit: 'l' },
+  },
+  4,
+);
+add('e1', {
+  eventType: 'emissionEvent',
+  creationDate: '2024-03-01T09:00:00Z',
+  vehicle: ref('vehicle', V1),
+  trip: ref('trip', T1),
+  amount: { value: 1500, unit: 'g' },
+});
+add('l1', {
+  eventType: 'locationUpdateEvent',
+  creationDate: '2024-03-01T06:00:00Z',
+  vehicle: ref('vehicle', V1),
+  geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4 },
+});
+add('l2', {
+  eventType: 'locationUpdateEvent',
+  creationDate: '2024-03-01T06:01:00Z',
+  vehicle: ref('vehicle', V1),
+  geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4.1 },
+});
+add('l3', {
+  eventType: 'locationUpdateEvent',
+  creationDate: '2024-03-01T06:02:00Z',
+  vehicle: ref('vehicle', V1),
+  geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.1 },
+});
 // tombstone for e1 (same sort key, higher version) -> must vanish from FINAL ... WHERE deleted = 0
-{ const e1 = rows.find((r) => r.event_id === 'e1'); rows.push({ ...e1, amount: null, amount_normalised: null, version: 1000, deleted: 1 }); }
+{
+  const e1 = rows.find((r) => r.event_id === 'e1');
+  rows.push({ ...e1, amount: null, amount_normalised: null, version: 1000, deleted: 1 });
+}
 s.query(`INSERT INTO otm.otm_events FORMAT JSONEachRow\n${rows.map((r) => JSON.stringify(r)).join('\n')}`);
 s.query(`INSERT INTO otm.otm_event_ids FORMAT JSONEachRow\n${ids.map((r) => JSON.stringify(r)).join('\n')}`);
 const md = fs.readFileSync(new URL('../../../docs/analytics.md', import.meta.url), 'utf8');
@@ -55,7 +123,12 @@ for (const q of [
   eventGetSql('otm', 'acme', ['f1'], 4),
   eventPlacementsSql('otm', 'acme', ['f1', 'l1']),
 ]) {
-  try { console.log('OK  store', s.query(q, 'JSONEachRow').trim().slice(0, 300)); } catch (e) { failed = true; console.log('FAIL store', String(e).slice(0, 400)); }
+  try {
+    console.log('OK  store', s.query(q, 'JSONEachRow').trim().slice(0, 300));
+  } catch (e) {
+    failed = true;
+    console.log('FAIL store', String(e).slice(0, 400));
+  }
 }
 s.close?.();
 fs.rmSync(dir, { recursive: true, force: true });

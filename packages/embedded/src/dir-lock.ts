@@ -74,7 +74,10 @@ export function lockDataDir(dir: string): () => void {
       // unreadable or half written (a crash while taking it): nobody's
     }
     if (ownerRuns(owner)) {
-      throw new DataDirLockedError(abs, `another otm process (pid ${String(owner.pid)}) has it open; stop that one first (${file} names it)`);
+      throw new DataDirLockedError(
+        abs,
+        `another otm process (pid ${String(owner.pid)}) has it open; stop that one first (${file} names it)`,
+      );
     }
     fs.rmSync(file, { force: true }); // its owner is gone: take it over
     if (!take()) throw new DataDirLockedError(abs, `another process took ${file} at the same moment`);

@@ -1,3 +1,9 @@
 export { MemoryBus, type MemoryBusOptions } from './memory-bus.js';
 export { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from './lmdb-store.js';
-export { LogEventStore, DEFAULT_SEGMENT_BYTES, type CompactionOptions, type CompactionResult, type EventLogOptions } from './event-log/index.js';
+export {
+  LogEventStore,
+  DEFAULT_SEGMENT_BYTES,
+  type CompactionOptions,
+  type CompactionResult,
+  type EventLogOptions,
+} from './event-log/index.js';

@@ -169,12 +169,21 @@ export class MemoryBus implements Bus {
     });
   }
 
-  async subscribe(topic: Topic, group: string, handler: (batch: readonly Envelope[]) => Promise<void>, options: SubscribeOptions = {}): Promise<Subscription> {
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: a group already consuming the topic is refused by a rejection, not a throw
+  async subscribe(
+    topic: Topic,
+    group: string,
+    handler: (batch: readonly Envelope[]) => Promise<void>,
+    options: SubscribeOptions = {},
+  ): Promise<Subscription> {
     const list = this.groups.get(topic) ?? [];
     if (list.some((g) => g.name === group && !g.closed)) throw new Error(`group ${group} already consumes ${topic}`);
     const g: Group = {
       name: group,
-      partitions: Array.from({ length: this.topicPartitions[topic] ?? this.partitions }, () => new Partition(handler, this.maxBatch, Math.max(1, options.pipeline ?? 1))),
+      partitions: Array.from(
+        { length: this.topicPartitions[topic] ?? this.partitions },
+        () => new Partition(handler, this.maxBatch, Math.max(1, options.pipeline ?? 1)),
+      ),
       closed: false,
     };
     list.push(g);
@@ -187,8 +196,8 @@ export class MemoryBus implements Bus {
     };
   }
 
-  async ready(): Promise<boolean> {
-    return !this.closed;
+  ready(): Promise<boolean> {
+    return Promise.resolve(!this.closed);
   }
 
   async close(): Promise<void> {

@@ -63,7 +63,9 @@ describe('data folder lock', () => {
     const env = { OTM_DATA_DIR: dir, OTM_TOKENS: 'lock-test-token:acme:read+write' };
     const first: Running = await startServe(env);
     children.push({ kill: () => first.child.kill('SIGKILL') });
-    await expect(startServe(env)).rejects.toThrow(new RegExp(`exited with 1.*in use: another otm process \\(pid ${first.child.pid}\\)`, 's'));
+    await expect(startServe(env)).rejects.toThrow(
+      new RegExp(`exited with 1.*in use: another otm process \\(pid ${first.child.pid}\\)`, 's'),
+    );
     const res = await fetch(`${first.url}/healthz`);
     expect(res.status).toBe(200);
     await stop(first);

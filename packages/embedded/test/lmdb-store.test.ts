@@ -36,7 +36,7 @@ describe('LMDB stores', () => {
     await write(s, [put('t', 'k1', 2, '{"v":"planned"}'), put('t', 'k1', 5, '{"v":"realized"}'), put('t', 'k1', 0, '{"v":"none"}')]);
     expect((await s.entities.get('t', 'actions', 'k1'))?.json).toBe('{"v":"realized"}');
     expect((await s.entities.get('t', 'actions', 'k1', 2))?.json).toBe('{"v":"planned"}');
-    expect((await s.entities.get('t', 'actions', 'k1', 3))).toBeUndefined();
+    expect(await s.entities.get('t', 'actions', 'k1', 3)).toBeUndefined();
     expect((await s.entities.get('t', 'actions', 'k1'))?.lifecycleRank).toBe(5);
     expect((await s.entities.get('t', 'actions', 'k1'))?.stamp).toEqual({ modified: 0, acceptedAt: 1 });
   });

@@ -75,7 +75,12 @@ describe('MemoryBus', () => {
       },
       { pipeline: 2 },
     );
-    const outcomes = Array.from({ length: 8 }, (_, n) => bus.publish([env('k', n)]).then(() => 'ok', (e: Error) => e.message));
+    const outcomes = Array.from({ length: 8 }, (_, n) =>
+      bus.publish([env('k', n)]).then(
+        () => 'ok',
+        (e: Error) => e.message,
+      ),
+    );
     await new Promise((r) => setImmediate(r));
     // Two calls held at once (one message, then the next), the rest waits.
     expect(calls).toEqual([['k-0'], ['k-1']]);
@@ -148,11 +153,16 @@ describe('MemoryBus', () => {
     const bus = new MemoryBus({ partitions: 2, maxBatch: 100 });
     const sizes: number[] = [];
     let applied = 0;
-    await bus.subscribe(TOPICS.entities, 'g', async (batch) => {
-      sizes.push(batch.length);
-      await new Promise((r) => setImmediate(r));
-      applied += batch.length;
-    }, { pipeline: 8 });
+    await bus.subscribe(
+      TOPICS.entities,
+      'g',
+      async (batch) => {
+        sizes.push(batch.length);
+        await new Promise((r) => setImmediate(r));
+        applied += batch.length;
+      },
+      { pipeline: 8 },
+    );
     await bus.publish(Array.from({ length: 1000 }, (_, n) => env(`k${n % 13}`, n)));
     expect(applied).toBe(1000);
     // Queued first, then handed over: full batches, not one call per message.

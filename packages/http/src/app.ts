@@ -108,13 +108,17 @@ function clientErrorAnswer(err: ConnectionError & { reason?: string }, limits: C
         },
       ];
     case 'HPE_HEADER_OVERFLOW':
-      return [431, { type: 'headersTooLarge', message: `the request line and headers are larger than the limit of ${http.maxHeaderSize} bytes` }];
+      return [
+        431,
+        { type: 'headersTooLarge', message: `the request line and headers are larger than the limit of ${http.maxHeaderSize} bytes` },
+      ];
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return [413, { type: 'payloadTooLarge', message: 'the chunk extensions of the body are too large' }];
     case 'HPE_PAUSED_H2_UPGRADE':
       return [400, { type: 'invalidJson', message: 'the service speaks HTTP/1.1 only' }];
     default: {
-      const reason = typeof err.reason === 'string' && err.reason !== '' ? ` (${clip(err.reason.charAt(0).toLowerCase() + err.reason.slice(1))})` : '';
+      const reason =
+        typeof err.reason === 'string' && err.reason !== '' ? ` (${clip(err.reason.charAt(0).toLowerCase() + err.reason.slice(1))})` : '';
       return [400, { type: 'invalidJson', message: `the request is not valid HTTP/1.1${reason}` }];
     }
   }
@@ -140,7 +144,10 @@ function framingRefusal(req: FastifyRequest): [number, AnswerItem] | undefined {
   if (te !== undefined && !readableTransferCodings(te)) {
     return [
       415,
-      { type: 'unsupportedMediaType', message: `Transfer-Encoding '${clip(te)}' is not supported: send the body as it is, with a Content-Length or chunked` },
+      {
+        type: 'unsupportedMediaType',
+        message: `Transfer-Encoding '${clip(te)}' is not supported: send the body as it is, with a Content-Length or chunked`,
+      },
     ];
   }
   const ce = headers['content-encoding'];
@@ -208,6 +215,7 @@ function sameText(a: string, b: string): boolean {
 export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   const limits: ConnectionLimits = { ...DEFAULT_CONNECTION_LIMITS, ...opts.connections };
   const app: FastifyInstance = Fastify({
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- needed: it makes fastify's logger type parameter the base one
     loggerInstance: opts.logger as FastifyBaseLogger,
     bodyLimit: opts.bodyLimit,
     logController: new QuietRequestLog(),
@@ -239,20 +247,26 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       }
       socket.destroy(err);
     },
-    // Requests the router refuses before any route or hook: a malformed or too long path.
+    // Requests the router refuses before any route or hook: a malformed or too long path. A
+    // callback whose value nobody reads: the reply (a thenable) is sent, not returned.
     frameworkErrors: (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => {
       if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') {
-        return send(reply, 414, [{ type: 'uriTooLong', message: `a segment of the path is longer than ${MAX_PARAM_LENGTH} characters` }]);
+        send(reply, 414, [{ type: 'uriTooLong', message: `a segment of the path is longer than ${MAX_PARAM_LENGTH} characters` }]);
+        return;
       }
       if (err.code === 'FST_ERR_BAD_URL') {
-        return send(reply, 400, [{ type: 'invalidJson', message: `the path holds a malformed percent-encoding: '${clip(req.url.split('?')[0]!)}'` }]);
+        send(reply, 400, [
+          { type: 'invalidJson', message: `the path holds a malformed percent-encoding: '${clip(req.url.split('?')[0]!)}'` },
+        ]);
+        return;
       }
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (status === 500) {
         req.log.error({ err }, 'request failed');
-        return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+        reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+        return;
       }
-      return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
+      send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
     },
   });
 
@@ -386,9 +400,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
         }
         return send(reply, 400, [{ type: 'invalidJson', message: 'the Content-Length does not match the body' }]);
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return send(reply, 413, [
-          { type: 'payloadTooLarge', message: `the body is larger than the limit of ${opts.bodyLimit} bytes` },
-        ]);
+        return send(reply, 413, [{ type: 'payloadTooLarge', message: `the body is larger than the limit of ${opts.bodyLimit} bytes` }]);
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
         return send(reply, 400, [{ type: 'invalidJson', message: 'the request body is empty; a JSON document is expected' }]);
       default:
@@ -402,12 +414,11 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
   });
 
+  // eslint-disable-next-line @typescript-eslint/require-await -- fastify's async handler style: the value is the answer
   app.get('/healthz', async () => ({ status: 'ok' }));
   // This service's OpenAPI description (public, like the model's own).
   let openapi: string | undefined;
-  app.get('/api/v5/openapi.json', async (_req, reply) =>
-    reply.type(JSON_TYPE).send((openapi ??= JSON.stringify(openApiDocument()))),
-  );
+  app.get('/api/v5/openapi.json', async (_req, reply) => reply.type(JSON_TYPE).send((openapi ??= JSON.stringify(openApiDocument()))));
   // Prometheus metrics of this process (no token: serve it on an internal network only).
   app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
   app.get('/readyz', async (_req, reply) => {
@@ -434,7 +445,7 @@ export function methodNotAllowed(app: FastifyInstance, url: string, allowed: rea
   const others = all.filter((m) => !served.includes(m));
   if (others.length === 0) return;
   app.route({
-    method: others as never,
+    method: others,
     url,
     handler: async (req, reply) =>
       send(

@@ -17,7 +17,9 @@ export function openApiDocument(): Record<string, unknown> {
   const common = {
     '401': errorAnswer('No bearer token, or an unknown one (with WWW-Authenticate: Bearer)'),
     '403': errorAnswer('The token lacks the scope (write for PUT/DELETE/POST, read for GET)'),
-    '408': errorAnswer('The headers (OTM_HEADERS_TIMEOUT_MS) or the whole request (OTM_REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed'),
+    '408': errorAnswer(
+      'The headers (OTM_HEADERS_TIMEOUT_MS) or the whole request (OTM_REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed',
+    ),
     '414': errorAnswer('A path segment longer than 200 characters'),
     '431': errorAnswer('Request line and headers larger than the limit'),
     '500': { description: 'A fault of the service', content: json(ref('serverError')) },
@@ -40,7 +42,9 @@ export function openApiDocument(): Record<string, unknown> {
           ...common,
           '405': errorAnswer('Another method than PUT (with Allow)'),
           '413': errorAnswer('A body larger than OTM_BODY_LIMIT'),
-          '415': errorAnswer('A body that is not application/json in UTF-8 (a charset parameter may say utf-8), or sent with a Content-Encoding or a Transfer-Encoding other than chunked'),
+          '415': errorAnswer(
+            'A body that is not application/json in UTF-8 (a charset parameter may say utf-8), or sent with a Content-Encoding or a Transfer-Encoding other than chunked',
+          ),
           '503': errorAnswer('The bus cannot take the write now (with Retry-After); nothing was stored'),
         },
         security: [{ BearerToken: [] }],
@@ -53,7 +57,13 @@ export function openApiDocument(): Record<string, unknown> {
         tags: [k.label],
         parameters: [
           uuid,
-          { name: 'lifecycle', in: 'query', required: false, schema: ref('lifecycle'), description: 'that lifecycle version instead of the latest' },
+          {
+            name: 'lifecycle',
+            in: 'query',
+            required: false,
+            schema: ref('lifecycle'),
+            description: 'that lifecycle version instead of the latest',
+          },
         ],
         responses: {
           '200': { description: 'The entity (its latest lifecycle unless asked)', content: json(ref(k.schema)) },
@@ -108,13 +118,23 @@ export function openApiDocument(): Record<string, unknown> {
   }
   paths['/healthz'] = { get: { operationId: 'health', tags: ['Operations'], responses: { '200': { description: 'The process runs' } } } };
   paths['/readyz'] = {
-    get: { operationId: 'ready', tags: ['Operations'], responses: { '200': { description: 'Dependencies answer' }, '503': { description: 'A dependency does not answer' } } },
+    get: {
+      operationId: 'ready',
+      tags: ['Operations'],
+      responses: { '200': { description: 'Dependencies answer' }, '503': { description: 'A dependency does not answer' } },
+    },
   };
-  paths['/metrics'] = { get: { operationId: 'metrics', tags: ['Operations'], responses: { '200': { description: 'Prometheus text format' } } } };
+  paths['/metrics'] = {
+    get: { operationId: 'metrics', tags: ['Operations'], responses: { '200': { description: 'Prometheus text format' } } },
+  };
 
   return {
     openapi: '3.1.0',
-    info: { title: 'OTM trip data exchange service', version: '5.9', description: 'The Open Trip Model 5.9 interface, with the answers this service gives where the model is silent.' },
+    info: {
+      title: 'OTM trip data exchange service',
+      version: '5.9',
+      description: 'The Open Trip Model 5.9 interface, with the answers this service gives where the model is silent.',
+    },
     paths,
     components: {
       securitySchemes: { BearerToken: { type: 'http', scheme: 'bearer' } },
@@ -126,7 +146,22 @@ export function openApiDocument(): Record<string, unknown> {
             type: 'object',
             required: ['type', 'message'],
             properties: {
-              type: { type: 'string', enum: ['unauthorized', 'forbidden', 'notFound', 'methodNotAllowed', 'payloadTooLarge', 'unsupportedMediaType', 'unavailable', 'requestTimeout', 'uriTooLong', 'headersTooLarge', 'expectationFailed'] },
+              type: {
+                type: 'string',
+                enum: [
+                  'unauthorized',
+                  'forbidden',
+                  'notFound',
+                  'methodNotAllowed',
+                  'payloadTooLarge',
+                  'unsupportedMediaType',
+                  'unavailable',
+                  'requestTimeout',
+                  'uriTooLong',
+                  'headersTooLarge',
+                  'expectationFailed',
+                ],
+              },
               message: { type: 'string' },
             },
           },

@@ -66,7 +66,11 @@ export function onlyQuery(query: unknown, allowed: readonly string[]): Record<st
   for (const [k, v] of Object.entries(q)) {
     if (!allowed.includes(k)) {
       throw invalidDocument([
-        { type: 'invalidField', field: clip(k), message: `unknown query parameter${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}` },
+        {
+          type: 'invalidField',
+          field: clip(k),
+          message: `unknown query parameter${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`,
+        },
       ]);
     }
     if (typeof v !== 'string') {

@@ -40,10 +40,29 @@ if (!source || typeof source !== 'object') {
 // ---------------------------------------------------------------------------------------------
 const PROSE = new Set(['description', 'example', 'examples', 'title', 'summary', 'externalDocs']);
 const FACT_SCALARS = new Set([
-  'type', 'format', 'enum', 'const', 'required', 'deprecated', 'default', '$ref',
-  'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum', 'minLength', 'maxLength',
-  'pattern', 'minItems', 'maxItems', 'uniqueItems', 'minProperties', 'maxProperties', 'nullable',
-  'readOnly', 'writeOnly',
+  'type',
+  'format',
+  'enum',
+  'const',
+  'required',
+  'deprecated',
+  'default',
+  '$ref',
+  'minimum',
+  'maximum',
+  'exclusiveMinimum',
+  'exclusiveMaximum',
+  'minLength',
+  'maxLength',
+  'pattern',
+  'minItems',
+  'maxItems',
+  'uniqueItems',
+  'minProperties',
+  'maxProperties',
+  'nullable',
+  'readOnly',
+  'writeOnly',
 ]);
 const SCHEMA_LISTS = new Set(['oneOf', 'allOf', 'anyOf']);
 
@@ -97,7 +116,7 @@ if (schemas.weigh?.properties && !schemas.weigh.properties.consignment && schema
   }
   if (!props.consignment) props.consignment = structuredClone(schemas.load.properties.consignment);
   schemas.weigh.properties = props;
-  patches.push('weigh: member consignment added (same association as load.consignment); the model\'s own weigh example uses it');
+  patches.push("weigh: member consignment added (same association as load.consignment); the model's own weigh example uses it");
 }
 
 // 2a. updateEvent.entity: the `entity` union has no `weigh` entry although `weigh` is an action kind.
@@ -110,7 +129,9 @@ if (schemas.weigh && !schemas['weigh-in-events'] && !schemas.entity.discriminato
   schemas['weigh-in-events'] = { type: 'object', properties: props, required: ['entityType'] };
   schemas.entity.oneOf.push({ $ref: '#/components/schemas/weigh-in-events' });
   schemas.entity.discriminator.mapping.weigh = '#/components/schemas/weigh-in-events';
-  patches.push('weigh-in-events: synthesised from weigh (without actionType and stop, with required entityType "weigh") and added to the entity union, whose mapping lacks weigh');
+  patches.push(
+    'weigh-in-events: synthesised from weigh (without actionType and stop, with required entityType "weigh") and added to the entity union, whose mapping lacks weigh',
+  );
 }
 
 // 2b. Entity variants that the model declares without the member naming their kind accept that
@@ -132,7 +153,10 @@ patches.push(`optional entityType "constraint" accepted on the constraint-entity
 if (addOptional('route-entity-constraint', 'entityType', ['route'])) {
   patches.push('optional entityType "route" accepted on route-entity-constraint');
 }
-for (const [name, t] of [['stop-entity', 'stop'], ['move-entity', 'move']]) {
+for (const [name, t] of [
+  ['stop-entity', 'stop'],
+  ['move-entity', 'move'],
+]) {
   if (addOptional(name, 'actionType', [t])) addOptional(name, 'entityType', ['action', t]);
   patches.push(`optional actionType "${t}" and entityType "action" | "${t}" accepted on ${name}`);
 }
@@ -151,7 +175,9 @@ for (const t of EVENT_TYPES) {
   if (short !== t && REFERENCE_ENTITY_TYPES.includes(short)) values.push(short);
   addOptional(name, 'entityType', values);
 }
-patches.push('optional entityType "event" | <eventType> (| the short name used by the reference entityType enum) accepted on every event kind');
+patches.push(
+  'optional entityType "event" | <eventType> (| the short name used by the reference entityType enum) accepted on every event kind',
+);
 // 2d. The *-in-events variants (discriminated by entityType) accept an optional actionType equal to
 //     their entityType, so an action written as for PUT /actions plus entityType is accepted.
 for (const [v, ref] of Object.entries(schemas.entity.discriminator.mapping)) {
@@ -191,7 +217,12 @@ fs.writeFileSync(path.join(pkg, 'src/generated/otm-schemas.json'), JSON.stringif
 // ---------------------------------------------------------------------------------------------
 // 4. TypeScript types
 // ---------------------------------------------------------------------------------------------
-const pascal = (n) => n.split(/[-_]/).filter(Boolean).map((p) => p[0].toUpperCase() + p.slice(1)).join('');
+const pascal = (n) =>
+  n
+    .split(/[-_]/)
+    .filter(Boolean)
+    .map((p) => p[0].toUpperCase() + p.slice(1))
+    .join('');
 const RENAME = { entity: 'EntityInEvents' }; // `Entity` is the public union of the 13 kinds (index.ts)
 const typeNames = {};
 const taken = new Map();
@@ -221,16 +252,24 @@ function tsType(s, indent) {
   const t = Array.isArray(s.type) ? s.type : s.type ? [s.type] : [];
   if (t.length > 1) return t.map((x) => tsType({ ...s, type: x }, indent)).join(' | ');
   switch (t[0]) {
-    case 'string': return 'string';
-    case 'number': case 'integer': return 'number';
-    case 'boolean': return 'boolean';
-    case 'null': return 'null';
-    case 'array': return `${paren(s.items ? tsType(s.items, indent) : 'unknown')}[]`;
-    case 'object': case undefined: {
+    case 'string':
+      return 'string';
+    case 'number':
+    case 'integer':
+      return 'number';
+    case 'boolean':
+      return 'boolean';
+    case 'null':
+      return 'null';
+    case 'array':
+      return `${paren(s.items ? tsType(s.items, indent) : 'unknown')}[]`;
+    case 'object':
+    case undefined: {
       if (!s.properties && t[0] === undefined) return 'unknown';
       return objType(s, indent);
     }
-    default: return 'unknown';
+    default:
+      return 'unknown';
   }
 }
 function objType(s, indent) {
@@ -251,7 +290,11 @@ function objType(s, indent) {
   return `{\n${lines.join('\n')}\n${'  '.repeat(indent)}}`;
 }
 
-const constName = (n) => n.replace(/([a-z0-9])([A-Z])/g, '$1_$2').replace(/[-]/g, '_').toUpperCase() + '_VALUES';
+const constName = (n) =>
+  n
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .replace(/[-]/g, '_')
+    .toUpperCase() + '_VALUES';
 let ts = `// GENERATED by packages/model/scripts/extract-model.mjs from Open Trip Model ${api.info?.version ?? ''} - do not edit.\n`;
 ts += '// One type per component schema (facts only). Schema name in the comment above each type.\n\n';
 // const arrays for enumerations and discriminators
@@ -308,4 +351,6 @@ for (const [name, s] of Object.entries(source)) {
 fs.mkdirSync(path.join(pkg, 'test/fixtures'), { recursive: true });
 fs.writeFileSync(path.join(pkg, 'test/fixtures/model-examples.json'), JSON.stringify(examples, null, 1) + '\n');
 
-console.log(`schemas: ${Object.keys(schemas).length} (${Object.keys(source).length} in the file), kinds: ${Object.keys(kinds).length}, examples: ${examples.length}`);
+console.log(
+  `schemas: ${Object.keys(schemas).length} (${Object.keys(source).length} in the file), kinds: ${Object.keys(kinds).length}, examples: ${examples.length}`,
+);

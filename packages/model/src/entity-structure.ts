@@ -65,9 +65,24 @@ const GENERIC_ENTITY = (() => {
 // Inline entities: a walk plan per schema, pruned to the members that can lead to an entity
 // ------------------------------------------------------------------------------------------------
 
-interface ObjPlan { t: 0; kind: KindSegment | undefined; props: Map<string, Plan>; useful: boolean }
-interface ArrPlan { t: 1; items: Plan; useful: boolean }
-interface DispPlan { t: 2; prop: string; branches: Map<string, Plan>; def: Plan | undefined; useful: boolean }
+interface ObjPlan {
+  t: 0;
+  kind: KindSegment | undefined;
+  props: Map<string, Plan>;
+  useful: boolean;
+}
+interface ArrPlan {
+  t: 1;
+  items: Plan;
+  useful: boolean;
+}
+interface DispPlan {
+  t: 2;
+  prop: string;
+  branches: Map<string, Plan>;
+  def: Plan | undefined;
+  useful: boolean;
+}
 type Plan = ObjPlan | ArrPlan | DispPlan;
 
 const plans = new Map<string, Plan | null>();
@@ -260,7 +275,11 @@ export function associationTarget(assoc: unknown): { kind: KindSegment | undefin
   if (at === 'reference' || at === 'attributeRestriction') {
     const et = get(assoc, 'entityType');
     const uuid = at === 'reference' ? get(assoc, 'uuid') : undefined;
-    return { kind: typeof et === 'string' ? kindOfEntityType(et) : undefined, id: typeof uuid === 'string' ? uuid : undefined, inline: false };
+    return {
+      kind: typeof et === 'string' ? kindOfEntityType(et) : undefined,
+      id: typeof uuid === 'string' ? uuid : undefined,
+      inline: false,
+    };
   }
   return undefined;
 }
@@ -269,10 +288,23 @@ export function associationTarget(assoc: unknown): { kind: KindSegment | undefin
 // Holding members
 // ------------------------------------------------------------------------------------------------
 
-export interface HoldingMember { member: string; many: boolean }
-export interface AssociationRow { kind: KindSegment; subKind: string | null; member: string; many: boolean; holds: KindSegment[] }
+export interface HoldingMember {
+  member: string;
+  many: boolean;
+}
+export interface AssociationRow {
+  kind: KindSegment;
+  subKind: string | null;
+  member: string;
+  many: boolean;
+  holds: KindSegment[];
+}
 
-interface MemberInfo { member: string; many: boolean; holds: KindSegment[] }
+interface MemberInfo {
+  member: string;
+  many: boolean;
+  holds: KindSegment[];
+}
 
 /** Kinds an entity schema (or union of entity schemas) can be. */
 function kindsOfEntitySchema(s: ModelSchema, seen = new Set<ModelSchema>()): KindSegment[] {

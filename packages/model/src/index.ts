@@ -11,8 +11,19 @@ import { clip, compiled, validateAgainst, type OtmError } from './validate.js';
 import { ENTITY_TYPES_OF_KIND, isKindSegment, kindInfo, type KindInfo, type KindSegment } from './kinds.js';
 import { PATCH_SUFFIX } from './transform.js';
 import type {
-  Trip, Vehicle, Route, Sensor, Location, Actor, Consignment, Event, Action, Goods, Document,
-  TransportOrder, Constraint,
+  Trip,
+  Vehicle,
+  Route,
+  Sensor,
+  Location,
+  Actor,
+  Consignment,
+  Event,
+  Action,
+  Goods,
+  Document,
+  TransportOrder,
+  Constraint,
 } from './generated/types.js';
 
 export type { OtmError } from './validate.js';
@@ -20,8 +31,14 @@ export { MAX_ERRORS, MAX_ANSWER_CHARS } from './validate.js';
 export { MODEL, type ModelData, type ModelSchema } from './model-data.js';
 export { KINDS, isKindSegment, detectKind, kindOfEntityType, type KindInfo, type KindSegment } from './kinds.js';
 export {
-  inlineEntities, associationTarget, holdingMember, associationTable,
-  type Path, type InlineEntity, type HoldingMember, type AssociationRow,
+  inlineEntities,
+  associationTarget,
+  holdingMember,
+  associationTable,
+  type Path,
+  type InlineEntity,
+  type HoldingMember,
+  type AssociationRow,
 } from './entity-structure.js';
 export * from './generated/types.js';
 
@@ -29,8 +46,7 @@ export type OtmEvent = Event;
 export type OtmDocument = Document;
 /** Any document of one of the 13 kinds. */
 export type Entity =
-  | Trip | Vehicle | Route | Sensor | Location | Actor | Consignment | OtmEvent | Action | Goods
-  | OtmDocument | TransportOrder | Constraint;
+  Trip | Vehicle | Route | Sensor | Location | Actor | Consignment | OtmEvent | Action | Goods | OtmDocument | TransportOrder | Constraint;
 
 const kindWord: Partial<Record<KindSegment, string>> = {
   actions: "'action' or the actionType",
@@ -48,11 +64,13 @@ function precheck(kind: KindSegment, info: KindInfo, doc: unknown, what: string,
     const et = (doc as Record<string, unknown>).entityType;
     const allowed = ENTITY_TYPES_OF_KIND.get(kind) ?? [];
     if (typeof et === 'string' && !allowed.includes(et)) {
-      return [{
-        type: 'invalidField',
-        field: 'entityType',
-        message: `entityType '${clip(et)}' does not match the kind of ${where}: ${kind} expects ${kindWord[kind] ?? `'${info.entityType}'`}`,
-      }];
+      return [
+        {
+          type: 'invalidField',
+          field: 'entityType',
+          message: `entityType '${clip(et)}' does not match the kind of ${where}: ${kind} expects ${kindWord[kind] ?? `'${info.entityType}'`}`,
+        },
+      ];
     }
   }
   return undefined;
@@ -94,8 +112,21 @@ export function validatePatch(kind: KindSegment, patch: unknown): OtmError[] {
 
 /** Compiles the validators of all kinds now (otherwise each is compiled on its first use). */
 export function precompile(): void {
-  for (const k of ['vehicles', 'routes', 'sensors', 'locations', 'actors', 'consignments', 'trips', 'events',
-    'actions', 'goods', 'documents', 'transportOrders', 'constraints'] as const) {
+  for (const k of [
+    'vehicles',
+    'routes',
+    'sensors',
+    'locations',
+    'actors',
+    'consignments',
+    'trips',
+    'events',
+    'actions',
+    'goods',
+    'documents',
+    'transportOrders',
+    'constraints',
+  ] as const) {
     compiled(kindInfo(k).schema, false);
   }
 }

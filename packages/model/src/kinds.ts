@@ -1,8 +1,19 @@
 import { MODEL, refName, schemaByName, type ModelSchema } from './model-data.js';
 
 export type KindSegment =
-  | 'vehicles' | 'routes' | 'sensors' | 'locations' | 'actors' | 'consignments' | 'trips'
-  | 'events' | 'actions' | 'goods' | 'documents' | 'transportOrders' | 'constraints';
+  | 'vehicles'
+  | 'routes'
+  | 'sensors'
+  | 'locations'
+  | 'actors'
+  | 'consignments'
+  | 'trips'
+  | 'events'
+  | 'actions'
+  | 'goods'
+  | 'documents'
+  | 'transportOrders'
+  | 'constraints';
 
 export interface KindInfo {
   /** URL path segment: PUT /api/v5/<segment>, GET/DELETE /api/v5/<segment>/{UUID}. */
@@ -92,7 +103,11 @@ const NOT_IN_MODEL: Readonly<Record<string, KindSegment>> = { stopWaiting: 'even
  */
 export const KIND_OF_ENTITY_TYPE: ReadonlyMap<string, KindSegment> = (() => {
   const m = new Map<string, KindSegment>();
-  for (const [values, kind] of [[ACTION_TYPES, 'actions'], [EVENT_TYPES, 'events'], [GOODS_TYPES, 'goods']] as const) {
+  for (const [values, kind] of [
+    [ACTION_TYPES, 'actions'],
+    [EVENT_TYPES, 'events'],
+    [GOODS_TYPES, 'goods'],
+  ] as const) {
     for (const v of values) if (!m.has(v)) m.set(v, kind);
   }
   for (const [seg, values] of ENTITY_TYPES_OF_KIND) for (const v of values) if (!m.has(v)) m.set(v, seg);

@@ -28,7 +28,7 @@ export interface ModelData {
   schemas: Record<string, ModelSchema>;
 }
 
-export const MODEL: ModelData = data as unknown as ModelData;
+export const MODEL: ModelData = data;
 
 export function refName(ref: string): string {
   const p = '#/components/schemas/';

@@ -70,7 +70,10 @@ function formatTail(segments: readonly PathSegment[], n: number): string {
 /** Splits an ajv instancePath (JSON pointer) into segments, using the data to tell array indices apart. */
 export function pointerSegments(pointer: string, data: unknown): PathSegment[] {
   if (pointer === '') return [];
-  const raw = pointer.slice(1).split('/').map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const raw = pointer
+    .slice(1)
+    .split('/')
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
   const out: PathSegment[] = [];
   let cur: unknown = data;
   for (const seg of raw) {

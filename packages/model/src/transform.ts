@@ -70,7 +70,14 @@ function positions(node: AjvSchema): AjvSchema | undefined {
   const items = node.items as AjvSchema | undefined;
   if (!items || Array.isArray(items)) return undefined;
   if (isNumberNode(items)) {
-    return { ...node, items: [{ ...items, ...RANGES.longitude }, { ...items, ...RANGES.latitude }], additionalItems: items };
+    return {
+      ...node,
+      items: [
+        { ...items, ...RANGES.longitude },
+        { ...items, ...RANGES.latitude },
+      ],
+      additionalItems: items,
+    };
   }
   const inner = positions(items);
   return inner ? { ...node, items: inner } : undefined;
@@ -152,8 +159,24 @@ function transform(s: ModelSchema, name: string): AjvSchema {
   }
 
   const out: AjvSchema = {};
-  for (const k of ['type', 'format', 'enum', 'const', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum',
-    'minLength', 'maxLength', 'pattern', 'minItems', 'maxItems', 'uniqueItems', 'minProperties', 'maxProperties']) {
+  for (const k of [
+    'type',
+    'format',
+    'enum',
+    'const',
+    'minimum',
+    'maximum',
+    'exclusiveMinimum',
+    'exclusiveMaximum',
+    'minLength',
+    'maxLength',
+    'pattern',
+    'minItems',
+    'maxItems',
+    'uniqueItems',
+    'minProperties',
+    'maxProperties',
+  ]) {
     if (s[k] !== undefined) out[k] = s[k];
   }
   if (s.items) out.items = transform(s.items, `${name}[]`);
@@ -262,7 +285,13 @@ class PatchDefs {
           return defRef(this.ref(refName(b.$ref)));
         });
       }
-      return { type: 'object', otmName: name, otmDiscriminator: p, properties: { [p]: { enum: Object.keys(mapping) } }, otmDispatch: dispatch };
+      return {
+        type: 'object',
+        otmName: name,
+        otmDiscriminator: p,
+        properties: { [p]: { enum: Object.keys(mapping) } },
+        otmDispatch: dispatch,
+      };
     }
     if (s.allOf) return this.node(flattenParts(s.allOf.filter((p) => !isMetaOnly(p))), name);
     const out: AjvSchema = { type: 'object', otmName: name };

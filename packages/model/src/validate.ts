@@ -165,7 +165,7 @@ function makeAjv(allErrors: boolean): Ajv {
   });
   for (const f of FORMATS) {
     const def = fullFormats[f];
-    if (def !== undefined) ajv.addFormat(f, def as never);
+    if (def !== undefined) ajv.addFormat(f, def);
   }
   ajv.addFormat('date-time', { type: 'string', validate: isDateTime });
   ajv.addFormat('recurrence', { type: 'string', validate: isRecurrenceRule });
@@ -201,7 +201,9 @@ function makeAjv(allErrors: boolean): Ajv {
       // Merge patch without discriminator: the members each branch knows (undefined: it takes any member)
       const known = spec.any?.map((ref) => {
         const def = (root?.$defs as Record<string, AjvSchema> | undefined)?.[defName(ref)];
-        return def && def.additionalProperties === false && !def.otmDispatch ? new Set(Object.keys((def.properties as object | undefined) ?? {})) : undefined;
+        return def && def.additionalProperties === false && !def.otmDispatch
+          ? new Set(Object.keys((def.properties as object | undefined) ?? {}))
+          : undefined;
       });
       /**
        * How many members of `data` each branch does not know (one pass: an object with many members is
@@ -226,7 +228,15 @@ function makeAjv(allErrors: boolean): Ajv {
       const anyOf = (refs: string[], data: object, cxt?: DataValidationCxt): ErrorObject[] | undefined => {
         const nowhere = unknownCounts(data, true);
         if (typeof nowhere === 'string') {
-          return [{ keyword: 'additionalProperties', instancePath: cxt?.instancePath ?? '', schemaPath: '#/otmDispatch', params: { additionalProperty: nowhere }, message: 'must NOT have additional properties' }];
+          return [
+            {
+              keyword: 'additionalProperties',
+              instancePath: cxt?.instancePath ?? '',
+              schemaPath: '#/otmDispatch',
+              params: { additionalProperty: nowhere },
+              message: 'must NOT have additional properties',
+            },
+          ];
         }
         let best: ErrorObject[] | undefined;
         for (const r of refs) {
@@ -288,8 +298,7 @@ function makeAjv(allErrors: boolean): Ajv {
             return errs === undefined || report(validate, errs);
           }
           ref = spec.default;
-        }
-        else {
+        } else {
           const tag = (data as Record<string, unknown>)[spec.prop];
           if (typeof tag === 'string' && Object.hasOwn(spec.refs, tag)) ref = spec.refs[tag];
         }
@@ -478,7 +487,7 @@ interface Mapped {
 }
 
 function parentSchema(e: ErrorObject): AjvSchema {
-  return (e.parentSchema ?? {}) as AjvSchema;
+  return e.parentSchema ?? {};
 }
 
 function objName(e: ErrorObject): string {
@@ -528,7 +537,8 @@ function mapError(e: ErrorObject, doc: unknown): Mapped | undefined {
     case 'type': {
       const types = String(params.type).split(',');
       if (typeof value === 'number' && !Number.isFinite(value)) return at(segs, notFinite(value, !types.includes('number')), 2);
-      const word = (t: string): string => (t === 'object' ? 'a JSON object' : t === 'array' ? 'an array' : t === 'integer' ? 'an integer' : t === 'null' ? 'null' : `a ${t}`);
+      const word = (t: string): string =>
+        t === 'object' ? 'a JSON object' : t === 'array' ? 'an array' : t === 'integer' ? 'an integer' : t === 'null' ? 'null' : `a ${t}`;
       return at(segs, `must be ${types.map(word).join(' or ')}, got ${kindOf(value)}`, 2);
     }
     case 'otmFinite':
@@ -541,7 +551,11 @@ function mapError(e: ErrorObject, doc: unknown): Mapped | undefined {
     case 'maximum': {
       const ps = parentSchema(e);
       if (typeof ps.otmRange === 'string') {
-        return at(segs, `must be a ${ps.otmRange} in degrees, from ${String(ps.minimum)} to ${String(ps.maximum)}; got ${describe(value)}`, 3);
+        return at(
+          segs,
+          `must be a ${ps.otmRange} in degrees, from ${String(ps.minimum)} to ${String(ps.maximum)}; got ${describe(value)}`,
+          3,
+        );
       }
       return at(segs, e.message ?? `fails ${e.keyword}`, 4);
     }
@@ -580,7 +594,7 @@ function orderKeys(doc: unknown, items: readonly Mapped[]): number[][] {
         const name = String(s);
         if (i === m.segments.length - 1 && m.position !== undefined) {
           let pos = counted.get(cur);
-          if (!pos) counted.set(cur, (pos = new Map()));
+          if (!pos) counted.set(cur, (pos = new Map<string, number>()));
           pos.set(name, m.position);
         } else {
           let names = wanted.get(cur);
@@ -700,10 +714,12 @@ export function validateAgainst(schema: string, doc: unknown): OtmError[] {
     return errs.length ? errs : [{ type: 'invalidField', field: '$', message: 'document is not valid' }];
   } catch (err) {
     const deep = err instanceof RangeError;
-    return [{
-      type: 'invalidField',
-      field: '$',
-      message: deep ? 'document is nested too deeply to be validated' : 'document could not be validated',
-    }];
+    return [
+      {
+        type: 'invalidField',
+        field: '$',
+        message: deep ? 'document is nested too deeply to be validated' : 'document could not be validated',
+      },
+    ];
   }
 }

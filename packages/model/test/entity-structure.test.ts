@@ -1,12 +1,24 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
-  associationTable, associationTarget, holdingMember, inlineEntities, kindOfEntityType, KINDS, validateEntity,
-  type AssociationRow, type KindSegment,
+  associationTable,
+  associationTarget,
+  holdingMember,
+  inlineEntities,
+  kindOfEntityType,
+  KINDS,
+  validateEntity,
+  type AssociationRow,
+  type KindSegment,
 } from '../src/index.js';
 import { MODEL } from '../src/model-data.js';
 
-interface Example { name: string; kind: KindSegment | null; valid: boolean; document: unknown }
+interface Example {
+  name: string;
+  kind: KindSegment | null;
+  valid: boolean;
+  document: unknown;
+}
 const examples = JSON.parse(readFileSync(new URL('./fixtures/model-examples.json', import.meta.url), 'utf8')) as Example[];
 const typicalTrip = JSON.parse(readFileSync(new URL('./fixtures/typical-trip.json', import.meta.url), 'utf8')) as Record<string, unknown>;
 
@@ -60,7 +72,10 @@ describe('inlineEntities', () => {
   it('model examples: the paths of every inline association entity and context event', () => {
     for (const e of examples) {
       if (!e.kind) continue;
-      expect(inlineEntities(e.kind, e.document).map((x) => x.path.join('.')), e.name).toEqual(oracle(e.document));
+      expect(
+        inlineEntities(e.kind, e.document).map((x) => x.path.join('.')),
+        e.name,
+      ).toEqual(oracle(e.document));
     }
     expect(oracle(typicalTrip)).toEqual(inlineEntities('trips', typicalTrip).map((x) => x.path.join('.')));
   });
@@ -69,8 +84,12 @@ describe('inlineEntities', () => {
     const byName = (n: string) => examples.find((x) => x.name === n) as Example;
     const s = (n: string) => summary(byName(n).kind as KindSegment, byName(n).document);
     expect(s('stop')).toEqual([
-      'actions actions.0.entity', 'actions actions.1.entity', 'constraints actions.1.entity.constraint.entity',
-      'actions actions.2.entity', 'constraints actions.2.entity.constraint.entity', 'actions actions.3.entity',
+      'actions actions.0.entity',
+      'actions actions.1.entity',
+      'constraints actions.1.entity.constraint.entity',
+      'actions actions.2.entity',
+      'constraints actions.2.entity.constraint.entity',
+      'actions actions.3.entity',
     ]);
     expect(s('move')).toEqual(['locations from.entity', 'locations to.entity', 'routes route.entity']);
     expect(s('attachTransportEquipment')).toEqual(['vehicles vehicle.entity', 'goods transportEquipment.entity']);
@@ -86,7 +105,11 @@ describe('inlineEntities', () => {
     const doc = {
       entityType: 'trip',
       contextEvents: [
-        { eventType: 'locationUpdateEvent', geoReference: point, vehicle: { associationType: 'inline', entity: { id: UUID2, licensePlate: 'AB' } } },
+        {
+          eventType: 'locationUpdateEvent',
+          geoReference: point,
+          vehicle: { associationType: 'inline', entity: { id: UUID2, licensePlate: 'AB' } },
+        },
         {
           eventType: 'updateEvent',
           entity: { entityType: 'trip', id: UUID, vehicle: { associationType: 'inline', entity: { id: UUID2, licensePlate: 'XY' } } },
@@ -99,16 +122,30 @@ describe('inlineEntities', () => {
     };
     expect(validateEntity('trips', doc)).toEqual([]);
     expect(summary('trips', doc)).toEqual([
-      'events contextEvents.0', 'vehicles contextEvents.0.vehicle.entity', 'events contextEvents.1',
-      'vehicles vehicle.entity', 'events vehicle.entity.contextEvents.0',
+      'events contextEvents.0',
+      'vehicles contextEvents.0.vehicle.entity',
+      'events contextEvents.1',
+      'vehicles vehicle.entity',
+      'events vehicle.entity.contextEvents.0',
     ]);
-    const upd = { eventType: 'updateEvent', entity: { entityType: 'trip', id: UUID, actions: [{ associationType: 'inline', entity: { actionType: 'stop' } }] } };
+    const upd = {
+      eventType: 'updateEvent',
+      entity: { entityType: 'trip', id: UUID, actions: [{ associationType: 'inline', entity: { actionType: 'stop' } }] },
+    };
     expect(validateEntity('events', upd)).toEqual([]);
     expect(inlineEntities('events', upd)).toEqual([]);
   });
 
   it('nested constraints: entities inside constraint values (and/not, routeEntityConstraint)', () => {
-    const route = { entityType: 'route', id: UUID2, geoReference: point, constraint: { associationType: 'inline', entity: { value: { type: 'speedConstraint', constraintType: 'maximum', maximum: { value: 80, unit: 'km/h' } } } } };
+    const route = {
+      entityType: 'route',
+      id: UUID2,
+      geoReference: point,
+      constraint: {
+        associationType: 'inline',
+        entity: { value: { type: 'speedConstraint', constraintType: 'maximum', maximum: { value: 80, unit: 'km/h' } } },
+      },
+    };
     const doc = {
       value: {
         type: 'andConstraint',
@@ -119,7 +156,10 @@ describe('inlineEntities', () => {
       },
     };
     expect(validateEntity('constraints', doc)).toEqual([]);
-    expect(summary('constraints', doc)).toEqual(['routes value.and.0.not.route.entity', 'constraints value.and.0.not.route.entity.constraint.entity']);
+    expect(summary('constraints', doc)).toEqual([
+      'routes value.and.0.not.route.entity',
+      'constraints value.and.0.not.route.entity.constraint.entity',
+    ]);
   });
 
   it('association entity1/entity2, locationUpdateEvent references, sub-locations, goods', () => {
@@ -132,14 +172,29 @@ describe('inlineEntities', () => {
     expect(summary('events', ev)).toEqual(['actions entity1.entity', 'goods entity2.entity']);
     const loc = {
       geoReference: point,
-      subLocations: [{ associationType: 'inline', entity: { geoReference: point, subLocations: [{ associationType: 'inline', entity: { geoReference: point } }] } }],
+      subLocations: [
+        {
+          associationType: 'inline',
+          entity: { geoReference: point, subLocations: [{ associationType: 'inline', entity: { geoReference: point } }] },
+        },
+      ],
     };
     expect(validateEntity('locations', loc)).toEqual([]);
     expect(summary('locations', loc)).toEqual(['locations subLocations.0.entity', 'locations subLocations.0.entity.subLocations.0.entity']);
   });
 
   it('never throws, skips what does not match the schemas', () => {
-    for (const d of [undefined, null, 1, 'x', [], {}, { actions: 5 }, { actions: [null, 1, { associationType: 'inline', entity: 3 }] }, { vehicle: { associationType: 'other', entity: {} } }]) {
+    for (const d of [
+      undefined,
+      null,
+      1,
+      'x',
+      [],
+      {},
+      { actions: 5 },
+      { actions: [null, 1, { associationType: 'inline', entity: 3 }] },
+      { vehicle: { associationType: 'other', entity: {} } },
+    ]) {
       expect(() => inlineEntities('trips', d)).not.toThrow();
     }
     expect(inlineEntities('trips', { actions: [{ associationType: 'inline', entity: { actionType: 'nope' } }] })).toEqual([]);
@@ -152,13 +207,39 @@ describe('kindOfEntityType', () => {
     const values = MODEL.schemas.reference?.properties?.entityType?.enum as string[];
     const got = Object.fromEntries(values.map((v) => [v, kindOfEntityType(v)]));
     expect(got).toEqual({
-      actor: 'actors', constraint: 'constraints', location: 'locations', sensor: 'sensors', trip: 'trips', vehicle: 'vehicles',
-      transportOrder: 'transportOrders', consignment: 'consignments', goods: 'goods', items: 'goods', transportEquipment: 'goods',
-      load: 'actions', unload: 'actions', handOver: 'actions', attachTransportEquipment: 'actions', detachTransportEquipment: 'actions',
-      document: 'documents', route: 'routes', stop: 'actions', move: 'actions', genericAction: 'actions',
-      associationCreated: 'events', associationRemoved: 'events', updateEvent: 'events', locationUpdate: 'events',
-      sensorUpdate: 'events', startWaiting: 'events', stopWaiting: 'events', startMoving: 'events', stopMoving: 'events',
-      startEngine: 'events', stopEngine: 'events', weigh: 'actions',
+      actor: 'actors',
+      constraint: 'constraints',
+      location: 'locations',
+      sensor: 'sensors',
+      trip: 'trips',
+      vehicle: 'vehicles',
+      transportOrder: 'transportOrders',
+      consignment: 'consignments',
+      goods: 'goods',
+      items: 'goods',
+      transportEquipment: 'goods',
+      load: 'actions',
+      unload: 'actions',
+      handOver: 'actions',
+      attachTransportEquipment: 'actions',
+      detachTransportEquipment: 'actions',
+      document: 'documents',
+      route: 'routes',
+      stop: 'actions',
+      move: 'actions',
+      genericAction: 'actions',
+      associationCreated: 'events',
+      associationRemoved: 'events',
+      updateEvent: 'events',
+      locationUpdate: 'events',
+      sensorUpdate: 'events',
+      startWaiting: 'events',
+      stopWaiting: 'events',
+      startMoving: 'events',
+      stopMoving: 'events',
+      startEngine: 'events',
+      stopEngine: 'events',
+      weigh: 'actions',
     });
   });
 
@@ -178,15 +259,36 @@ describe('kindOfEntityType', () => {
 
 describe('associationTarget', () => {
   it('inline, reference, attributeRestriction', () => {
-    expect(associationTarget({ associationType: 'inline', entity: { entityType: 'vehicle', id: UUID } })).toEqual({ kind: 'vehicles', id: UUID, inline: true });
-    expect(associationTarget({ associationType: 'inline', entity: { actionType: 'stop', id: UUID } })).toEqual({ kind: 'actions', id: UUID, inline: true });
-    expect(associationTarget({ associationType: 'inline', entity: { eventType: 'weighEvent' } })).toEqual({ kind: 'events', id: undefined, inline: true });
-    expect(associationTarget({ associationType: 'inline', entity: { type: 'items', id: UUID } })).toEqual({ kind: 'goods', id: UUID, inline: true });
-    expect(associationTarget({ associationType: 'inline', entity: { geoReference: point } })).toEqual({ kind: undefined, id: undefined, inline: true });
+    expect(associationTarget({ associationType: 'inline', entity: { entityType: 'vehicle', id: UUID } })).toEqual({
+      kind: 'vehicles',
+      id: UUID,
+      inline: true,
+    });
+    expect(associationTarget({ associationType: 'inline', entity: { actionType: 'stop', id: UUID } })).toEqual({
+      kind: 'actions',
+      id: UUID,
+      inline: true,
+    });
+    expect(associationTarget({ associationType: 'inline', entity: { eventType: 'weighEvent' } })).toEqual({
+      kind: 'events',
+      id: undefined,
+      inline: true,
+    });
+    expect(associationTarget({ associationType: 'inline', entity: { type: 'items', id: UUID } })).toEqual({
+      kind: 'goods',
+      id: UUID,
+      inline: true,
+    });
+    expect(associationTarget({ associationType: 'inline', entity: { geoReference: point } })).toEqual({
+      kind: undefined,
+      id: undefined,
+      inline: true,
+    });
     expect(associationTarget(ref('locationUpdate'))).toEqual({ kind: 'events', id: UUID, inline: false });
     expect(associationTarget(ref('items'))).toEqual({ kind: 'goods', id: UUID, inline: false });
-    expect(associationTarget({ associationType: 'attributeRestriction', entityType: 'trip', restriction: { externalAttributes: { a: 'b' } } }))
-      .toEqual({ kind: 'trips', id: undefined, inline: false });
+    expect(
+      associationTarget({ associationType: 'attributeRestriction', entityType: 'trip', restriction: { externalAttributes: { a: 'b' } } }),
+    ).toEqual({ kind: 'trips', id: undefined, inline: false });
     expect(associationTarget({ entityType: 'trip' })).toBeUndefined();
     expect(associationTarget(null)).toBeUndefined();
   });
@@ -236,7 +338,11 @@ describe('holdingMember', () => {
       for (const h of r.holds) {
         const m = holdingMember(r.kind, doc, h);
         expect(m, `${r.kind}/${r.subKind}/${h}`).toBeDefined();
-        expect(rows.some((x) => x.kind === r.kind && x.subKind === r.subKind && x.member === m?.member && x.many === m?.many && x.holds.includes(h))).toBe(true);
+        expect(
+          rows.some(
+            (x) => x.kind === r.kind && x.subKind === r.subKind && x.member === m?.member && x.many === m?.many && x.holds.includes(h),
+          ),
+        ).toBe(true);
       }
     }
   });
@@ -262,7 +368,9 @@ function tableMarkdown(rows: AssociationRow[]): string {
     for (const g of groups.values()) {
       const all = g.subs.length === subKinds.length && (allSubKinds.length === 0 || allSubKinds.every((s) => g.subs.includes(s)));
       const subs = !k.discriminator ? '' : all ? 'all' : g.subs.map((s) => s ?? '(plain)').join(', ');
-      lines.push(`| ${k.segment} | ${subs} | \`${g.member}\` | ${g.many ? 'yes' : ''} | ${g.holds.length >= 12 ? 'any kind but events (the `entity` union)' : g.holds.join(', ')} |`);
+      lines.push(
+        `| ${k.segment} | ${subs} | \`${g.member}\` | ${g.many ? 'yes' : ''} | ${g.holds.length >= 12 ? 'any kind but events (the `entity` union)' : g.holds.join(', ')} |`,
+      );
     }
   }
   return lines.join('\n');

@@ -3,7 +3,13 @@ import { describe, expect, it } from 'vitest';
 import { detectKind, KINDS, validateEntity, type KindSegment } from '../src/index.js';
 import { validateAgainst } from '../src/validate.js';
 
-interface Example { name: string; kind: KindSegment | null; valid: boolean; note?: string; document: unknown }
+interface Example {
+  name: string;
+  kind: KindSegment | null;
+  valid: boolean;
+  note?: string;
+  document: unknown;
+}
 const examples = JSON.parse(readFileSync(new URL('./fixtures/model-examples.json', import.meta.url), 'utf8')) as Example[];
 
 describe('model examples (test/fixtures/model-examples.json)', () => {
@@ -39,7 +45,10 @@ describe('model examples (test/fixtures/model-examples.json)', () => {
   it('the *-in-events fragments are valid once they carry their entityType (as in an updateEvent)', () => {
     for (const e of examples.filter((x) => x.name.endsWith('-in-events') && x.name !== 'attach-in-events')) {
       const doc = e.document as Record<string, unknown>;
-      const entityType = { 'handover-in-events': 'handOver', 'generic-in-events': 'genericAction', 'detach-in-events': 'detachTransportEquipment' }[e.name] ?? e.name.replace('-in-events', '');
+      const entityType =
+        { 'handover-in-events': 'handOver', 'generic-in-events': 'genericAction', 'detach-in-events': 'detachTransportEquipment' }[
+          e.name
+        ] ?? e.name.replace('-in-events', '');
       const event = { eventType: 'updateEvent', entity: { entityType, ...doc } };
       expect(validateEntity('events', event), e.name).toEqual([]);
     }
@@ -49,7 +58,9 @@ describe('model examples (test/fixtures/model-examples.json)', () => {
     const stop = examples.find((x) => x.name === 'stop-entity')?.document;
     const move = examples.find((x) => x.name === 'move-entity')?.document;
     expect(validateEntity('actions', { actionType: 'load', stop: { associationType: 'inline', entity: stop } })).toEqual([]);
-    expect(validateEntity('actions', { actionType: 'genericAction', description: 'x', move: { associationType: 'inline', entity: move } })).toEqual([]);
+    expect(
+      validateEntity('actions', { actionType: 'genericAction', description: 'x', move: { associationType: 'inline', entity: move } }),
+    ).toEqual([]);
     // without actionType they are not action documents
     expect(validateEntity('actions', stop)[0]).toMatchObject({ type: 'missingField', field: 'actionType' });
   });
@@ -58,7 +69,13 @@ describe('model examples (test/fixtures/model-examples.json)', () => {
     for (const e of examples) {
       if (!e.kind) continue;
       const d = e.document as Record<string, unknown>;
-      const marked = 'entityType' in d || 'eventType' in d || 'actionType' in d || e.kind === 'constraints' || e.kind === 'documents' || e.kind === 'goods';
+      const marked =
+        'entityType' in d ||
+        'eventType' in d ||
+        'actionType' in d ||
+        e.kind === 'constraints' ||
+        e.kind === 'documents' ||
+        e.kind === 'goods';
       if (marked) expect(detectKind(d), e.name).toBe(e.kind);
     }
   });

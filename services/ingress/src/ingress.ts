@@ -122,11 +122,15 @@ export class Ingress {
       e1.associationType === 'inline'
         ? e1.entity
         : stored !== undefined
-          ? JSON.parse(stored.json)
+          ? (JSON.parse(stored.json) as unknown)
           : subKindStub(plan.kind1, e1.entityType);
     if (holdingMember(plan.kind1, doc1, plan.kind2) === undefined) {
       throw invalidDocument([
-        { type: 'invalidField', field: 'entity2', message: `no member of ${plan.kind1} can hold ${plan.kind2}: these two cannot be associated` },
+        {
+          type: 'invalidField',
+          field: 'entity2',
+          message: `no member of ${plan.kind1} can hold ${plan.kind2}: these two cannot be associated`,
+        },
       ]);
     }
     return plan.key1;
@@ -150,7 +154,12 @@ export class Ingress {
    * bytes are plain JSON (item-bytes.ts) and that had its id is stored, and answered, as that text,
    * as it would be from a bulk request; any other document as `JSON.stringify` makes it.
    */
-  async put(tenant: string, kind: KindSegment, body: unknown, sent?: { readonly bytes: Uint8Array; readonly text: string }): Promise<Accepted> {
+  async put(
+    tenant: string,
+    kind: KindSegment,
+    body: unknown,
+    sent?: { readonly bytes: Uint8Array; readonly text: string },
+  ): Promise<Accepted> {
     const checked = checkDocument(kind, body);
     if (sent !== undefined && checked.doc === body && isPlainTelemetry(kind, checked.doc)) {
       const text = plainBodyText(sent.bytes, sent.text, checked.doc);
@@ -174,7 +183,8 @@ export class Ingress {
     const envelopes: Envelope[] = [];
     const errors = new Map(checked.rejected);
     const { outcome, texts, spans } = checked;
-    const body = checked.body === undefined ? undefined : Buffer.from(checked.body.buffer, checked.body.byteOffset, checked.body.byteLength);
+    const body =
+      checked.body === undefined ? undefined : Buffer.from(checked.body.buffer, checked.body.byteOffset, checked.body.byteLength);
     const ids = checked.ids.slice();
     const acceptedAt = this.now();
     for (let index = 0; index < count; index++) {
@@ -182,7 +192,17 @@ export class Ingress {
       if (kept === OUTCOME.telemetry) {
         // Its text, or its own bytes in the body (the body and where, not a copy nor a view).
         const own = texts[index] === '';
-        const message = new TextPut(tenant, kind, checked.keys[index]!, acceptedAt, own ? body! : texts[index]!, checked.ranks[index]!, checked.modified[index]!, own ? spans[2 * index] : 0, own ? spans[2 * index + 1] : 0);
+        const message = new TextPut(
+          tenant,
+          kind,
+          checked.keys[index]!,
+          acceptedAt,
+          own ? body! : texts[index]!,
+          checked.ranks[index]!,
+          checked.modified[index]!,
+          own ? spans[2 * index] : 0,
+          own ? spans[2 * index + 1] : 0,
+        );
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
       } else if (kept === OUTCOME.other) {
         try {

@@ -154,10 +154,7 @@ export function scanValue(b: Uint8Array, start: number, into: ScannedValue, limi
  * plain and its member count; undefined when the body is not an array of `count` values (it was
  * parsed as such, so that would be a bug here: the caller then encodes every document instead).
  */
-export function arraySpans(
-  b: Uint8Array,
-  count: number,
-): { spans: Uint32Array; plain: Uint8Array; members: Uint32Array } | undefined {
+export function arraySpans(b: Uint8Array, count: number): { spans: Uint32Array; plain: Uint8Array; members: Uint32Array } | undefined {
   const spans = new Uint32Array(2 * count);
   const plain = new Uint8Array(count);
   const members = new Uint32Array(count);

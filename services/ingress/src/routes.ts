@@ -103,22 +103,30 @@ const unsupported = (message: string, headers?: Record<string, string>): OtmServ
  * `identity`) or compressed with `gzip`. Undefined when there is no Content-Type (then there must
  * be no body).
  */
-export function bulkContent(contentType: string | undefined, contentEncoding: string | undefined): BulkContent | OtmServiceError | undefined {
+export function bulkContent(
+  contentType: string | undefined,
+  contentEncoding: string | undefined,
+): BulkContent | OtmServiceError | undefined {
   // As the HTTP app reads the header: a list, `identity` changing nothing.
   const codings = (contentEncoding ?? '')
     .split(',')
     .map((c) => c.trim().toLowerCase())
     .filter((c) => c !== '' && c !== 'identity');
   if (codings.length > 1 || (codings.length === 1 && codings[0] !== 'gzip')) {
-    return unsupported(`a bulk body is sent as it is or compressed with gzip (Content-Encoding: gzip), got Content-Encoding '${clip(contentEncoding!)}'`, {
-      'accept-encoding': 'gzip',
-    });
+    return unsupported(
+      `a bulk body is sent as it is or compressed with gzip (Content-Encoding: gzip), got Content-Encoding '${clip(contentEncoding!)}'`,
+      {
+        'accept-encoding': 'gzip',
+      },
+    );
   }
   if (contentType === undefined) return undefined;
   const kind = jsonMediaType(contentType);
   if (kind === 'unsupported-charset') return unsupported(`a bulk body is UTF-8 (charset=utf-8, or no charset), got '${clip(contentType)}'`);
   if (kind === undefined) {
-    return unsupported(`a bulk body is a JSON array (Content-Type: application/json) or NDJSON (application/x-ndjson), got '${clip(contentType)}'`);
+    return unsupported(
+      `a bulk body is a JSON array (Content-Type: application/json) or NDJSON (application/x-ndjson), got '${clip(contentType)}'`,
+    );
   }
   return { format: kind, gzip: codings.length === 1 };
 }
@@ -148,13 +156,15 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
   // 413 mapped below to one that names the bulk limit) and the body decompressed: inflating stops
   // as soon as the output passes the limit (zlib's `maxOutputLength`), so a compression bomb is
   // never inflated to its end.
+  // eslint-disable-next-line @typescript-eslint/require-await -- a fastify plugin without a `done` callback is an async function
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
       const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
-      if (content === undefined || content instanceof OtmServiceError) return done(content ?? unsupported('a bulk body needs a Content-Type'), undefined);
+      if (content === undefined || content instanceof OtmServiceError)
+        return done(content ?? unsupported('a bulk body needs a Content-Type'), undefined);
       if (!content.gzip) return done(null, { format: content.format, body: body as Buffer });
-      zlib.gunzip(body as Buffer, { maxOutputLength: opts.bulkLimit }, (err, inflated) => {
+      zlib.gunzip(body, { maxOutputLength: opts.bulkLimit }, (err, inflated) => {
         if (err === null) return done(null, { format: content.format, body: inflated });
         if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return done(tooLarge(opts.bulkLimit, true), undefined);
         done(invalidDocument([{ type: 'invalidJson', message: `the body is not valid gzip: ${err.message}` }]), undefined);

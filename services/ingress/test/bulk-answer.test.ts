@@ -15,7 +15,11 @@ describe('bulkAnswer', () => {
     expect(JSON.parse(bulkAnswer({ count: 3, ids: [id(0), '', id(2)], errors }))).toEqual({
       accepted: 2,
       rejected: 1,
-      items: [{ index: 0, id: id(0) }, { index: 1, errors: errors.get(1) }, { index: 2, id: id(2) }],
+      items: [
+        { index: 0, id: id(0) },
+        { index: 1, errors: errors.get(1) },
+        { index: 2, id: id(2) },
+      ],
     });
   });
 
@@ -24,7 +28,12 @@ describe('bulkAnswer', () => {
     const long = 'x'.repeat(100_000);
     const cases: Array<(i: number) => OtmError[]> = [
       // Many problems an item.
-      () => Array.from({ length: 100 }, (_, k) => ({ type: 'invalidField', field: `member${k}`, message: `unknown member of locationUpdateEvent` })),
+      () =>
+        Array.from({ length: 100 }, (_, k) => ({
+          type: 'invalidField',
+          field: `member${k}`,
+          message: `unknown member of locationUpdateEvent`,
+        })),
       // Few, but long (a long member name is named in the answer).
       () => [{ type: 'invalidField', field: long, message: `unknown member ${long}` }],
       // One short problem an item, for every item.
@@ -50,7 +59,9 @@ describe('bulkAnswer', () => {
         if (errors.has(i)) expect(item.errors.length, `item ${i}`).toBeGreaterThan(0);
         else expect(item).toEqual({ index: i, id: id(i) });
       }
-      const listed = answer.items.flatMap((i: { errors?: OtmError[] }) => i.errors ?? []).filter((e: OtmError) => !e.message.startsWith('problems not listed'));
+      const listed = answer.items
+        .flatMap((i: { errors?: OtmError[] }) => i.errors ?? [])
+        .filter((e: OtmError) => !e.message.startsWith('problems not listed'));
       expect(listed.length).toBeLessThanOrEqual(1_000);
     }
   });
@@ -60,7 +71,9 @@ describe('bulkAnswer', () => {
     for (let i = 0; i < 3_000; i++) errors.set(i, [{ type: 'invalidField', field: 'lat', message: 'must be a number' }]);
     const answer = JSON.parse(bulkAnswer({ count: 3_000, ids: new Array(3_000).fill(''), errors }));
     expect(answer.items[999].errors).toEqual(errors.get(999));
-    expect(answer.items[1_000].errors).toEqual([{ type: 'invalidField', field: '$', message: expect.stringMatching(/^problems not listed: .*at most 1000 error items/) }]);
+    expect(answer.items[1_000].errors).toEqual([
+      { type: 'invalidField', field: '$', message: expect.stringMatching(/^problems not listed: .*at most 1000 error items/) },
+    ]);
     expect(answer.items[2_999].errors).toEqual([{ type: 'invalidField', field: '$', message: 'problems not listed' }]);
   });
 });
@@ -73,10 +86,18 @@ describe('bulkContent', () => {
   };
 
   it('takes JSON and NDJSON, in UTF-8 however the charset is written, as they are or gzip-compressed', () => {
-    for (const ct of ['application/json', 'APPLICATION/JSON', 'application/json;charset=utf-8', 'application/json ; Charset = "UTF-8" ; q="a;b"', 'application/geo+json', 'application/json;']) {
+    for (const ct of [
+      'application/json',
+      'APPLICATION/JSON',
+      'application/json;charset=utf-8',
+      'application/json ; Charset = "UTF-8" ; q="a;b"',
+      'application/geo+json',
+      'application/json;',
+    ]) {
       expect(bulkContent(ct, undefined), ct).toEqual({ format: 'json', gzip: false });
     }
-    for (const ct of ['application/x-ndjson', 'application/ndjson; charset="utf-8"']) expect(bulkContent(ct, undefined), ct).toEqual({ format: 'ndjson', gzip: false });
+    for (const ct of ['application/x-ndjson', 'application/ndjson; charset="utf-8"'])
+      expect(bulkContent(ct, undefined), ct).toEqual({ format: 'ndjson', gzip: false });
     expect(bulkContent('application/json', 'gzip')).toEqual({ format: 'json', gzip: true });
     expect(bulkContent('application/json', ' GZip ')).toEqual({ format: 'json', gzip: true });
     expect(bulkContent('application/json', 'identity')).toEqual({ format: 'json', gzip: false });
@@ -84,7 +105,15 @@ describe('bulkContent', () => {
   });
 
   it('refuses other types, other charsets and other codings with 415 in the model format', () => {
-    for (const ct of ['text/plain', 'application/xml', 'application/jsonx', 'application/json; charset=latin1', 'application/json; charset="utf-16"', 'application/json; charset=utf-8; charset=ascii', 'application/json; charset="utf-8']) {
+    for (const ct of [
+      'text/plain',
+      'application/xml',
+      'application/jsonx',
+      'application/json; charset=latin1',
+      'application/json; charset="utf-16"',
+      'application/json; charset=utf-8; charset=ascii',
+      'application/json; charset="utf-8',
+    ]) {
       const e = refused(ct);
       expect(e.status).toBe(415);
       expect(e.items).toEqual([{ type: 'unsupportedMediaType', message: expect.any(String) }]);

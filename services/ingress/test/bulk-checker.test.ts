@@ -22,9 +22,21 @@ const items = [
   location(1),
   { ...location(2), geoReference: { type: 'latLonPointGeoReference', lat: 'north', lon: 5 } },
   location(3, { vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: '6c000000-0000-4000-8000-000000000002' } } }),
-  { eventType: 'updateEvent', id: '6b000000-0000-4000-8000-000000000004', lifecycle: 'actual', entity: { entityType: 'vehicle', id: '6c000000-0000-4000-8000-000000000001', licensePlate: 'X' } },
+  {
+    eventType: 'updateEvent',
+    id: '6b000000-0000-4000-8000-000000000004',
+    lifecycle: 'actual',
+    entity: { entityType: 'vehicle', id: '6c000000-0000-4000-8000-000000000001', licensePlate: 'X' },
+  },
 ];
-const task = (body: Uint8Array | string, over: Partial<BulkCheckTask> = {}): BulkCheckTask => ({ body, format: 'json', kind: 'events', maxDepth: 64, maxItems: 100, ...over });
+const task = (body: Uint8Array | string, over: Partial<BulkCheckTask> = {}): BulkCheckTask => ({
+  body,
+  format: 'json',
+  kind: 'events',
+  maxDepth: 64,
+  maxItems: 100,
+  ...over,
+});
 
 describe('checkBulk', () => {
   it('sorts items into telemetry (kept as text), others, and rejected ones with their errors', () => {
@@ -40,9 +52,12 @@ describe('checkBulk', () => {
   });
 
   it('answers a plain telemetry document as its span of the body, others as the text JSON.stringify makes', () => {
-    const plain = '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000010","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10}}';
-    const spaced = '{"eventType": "locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000011","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
-    const repeated = '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000012","id":"6b000000-0000-4000-8000-000000000013","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
+    const plain =
+      '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000010","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":52.4000,"lon":5.10}}';
+    const spaced =
+      '{"eventType": "locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000011","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
+    const repeated =
+      '{"eventType":"locationUpdateEvent","id":"6b000000-0000-4000-8000-000000000012","id":"6b000000-0000-4000-8000-000000000013","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
     const noId = '{"eventType":"locationUpdateEvent","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5}}';
     const entity = '{"entityType":"vehicle","id":"6c000000-0000-4000-8000-000000000009"}';
     for (const [format, body] of [
@@ -74,7 +89,11 @@ describe('checkBulk', () => {
   it('refuses too many documents before parsing any: an array, or NDJSON lines (blank ones not counted)', () => {
     const parse = vi.spyOn(JSON, 'parse');
     try {
-      const tooMany = { ok: false, status: 413, items: [{ type: 'payloadTooLarge', message: expect.stringContaining('at most 10 documents') }] };
+      const tooMany = {
+        ok: false,
+        status: 413,
+        items: [{ type: 'payloadTooLarge', message: expect.stringContaining('at most 10 documents') }],
+      };
       expect(checkBulk(task(Buffer.from(`[${'{"a":1},'.repeat(10)}{"a":1}]`), { maxItems: 10 }))).toMatchObject(tooMany);
       expect(checkBulk(task(Buffer.from('{"a":1}\n'.repeat(11)), { format: 'ndjson', maxItems: 10 }))).toMatchObject(tooMany);
       expect(parse).not.toHaveBeenCalled();
@@ -93,7 +112,11 @@ describe('checkBulk', () => {
     expect([...r.outcome]).toEqual([OUTCOME.telemetry, OUTCOME.telemetry]);
     expect(Buffer.from(r.body!).subarray(r.spans[0], r.spans[1]).toString()).toBe(a);
     const notUtf8 = Buffer.concat([Buffer.from(`${a}\n{"x":"`), Buffer.from([0xc3, 0x28]), Buffer.from('"}\n')]);
-    expect(checkBulk(task(notUtf8, { format: 'ndjson' }))).toMatchObject({ ok: false, status: 400, items: [{ type: 'invalidJson', message: expect.stringContaining('UTF-8') }] });
+    expect(checkBulk(task(notUtf8, { format: 'ndjson' }))).toMatchObject({
+      ok: false,
+      status: 400,
+      items: [{ type: 'invalidJson', message: expect.stringContaining('UTF-8') }],
+    });
   });
 
   it('keeps at most ITEM_ERRORS error items of a rejected document, the last saying how many more there were', () => {
@@ -102,10 +125,17 @@ describe('checkBulk', () => {
     const r = checkBulk(task(JSON.stringify([doc]))) as CheckedBulk;
     const errors = r.rejected[0]![1];
     expect(errors).toHaveLength(ITEM_ERRORS);
-    expect(errors[ITEM_ERRORS - 1]).toEqual({ type: 'invalidField', field: '$', message: expect.stringMatching(/^21 more problems not listed/) });
+    expect(errors[ITEM_ERRORS - 1]).toEqual({
+      type: 'invalidField',
+      field: '$',
+      message: expect.stringMatching(/^21 more problems not listed/),
+    });
     // The model's own last item, when it left some out, is counted in.
     const many = Array.from({ length: 99 }, (_, i) => ({ type: 'invalidField' as const, field: `f${i}`, message: 'bad' }));
-    const fromModel = [...many, { type: 'invalidField' as const, field: '$', message: '50 more problems not listed (at most 100 items are reported)' }];
+    const fromModel = [
+      ...many,
+      { type: 'invalidField' as const, field: '$', message: '50 more problems not listed (at most 100 items are reported)' },
+    ];
     expect(cappedErrors(fromModel).at(-1)!.message).toMatch(/^140 more problems not listed/);
     expect(cappedErrors(many.slice(0, ITEM_ERRORS))).toHaveLength(ITEM_ERRORS);
   });

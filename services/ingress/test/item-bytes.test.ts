@@ -3,7 +3,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { membersWithin } from '@otm/core';
-import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, plainBodyText, scanValue, type ScannedValue } from '../src/item-bytes.js';
+import {
+  arraySpans,
+  countArrayItems,
+  countLines,
+  forEachLine,
+  lineSpan,
+  plainBodyText,
+  scanValue,
+  type ScannedValue,
+} from '../src/item-bytes.js';
 
 const countMembers = (v: unknown) => membersWithin(v, Infinity);
 
@@ -115,11 +124,12 @@ describe('arraySpans', () => {
   it('agrees with the parsed values on random documents: spans, members, and when the bytes are plain', () => {
     // A seeded generator, so that a failure can be replayed.
     let seed = 20261123;
-    const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
     const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
     const chars = ['a', 'Z', ' ', '"', '\\', '/', '\n', '\t', '\u0001', 'é', '✓', '😀', '{', '}', '[', ']', ':', ','];
     const str = () => Array.from({ length: Math.floor(rnd() * 8) }, () => pick(chars)).join('');
-    const num = () => pick([0, -0, 1, -17, 52.4, 0.1, 1e21, 1e-7, 123456789012345, 1234567890123456, 2 ** 53, Math.PI, -1.5e-300, rnd() * 1000]);
+    const num = () =>
+      pick([0, -0, 1, -17, 52.4, 0.1, 1e21, 1e-7, 123456789012345, 1234567890123456, 2 ** 53, Math.PI, -1.5e-300, rnd() * 1000]);
     const value = (depth: number): unknown => {
       const r = rnd();
       if (depth <= 0 || r < 0.4) return pick([() => str(), () => num(), () => true, () => false, () => null])();
@@ -221,7 +231,8 @@ describe('countArrayItems and countLines: documents counted before anything is p
   });
 
   it('answers -1 for a body that is not an array, without looking further than its first value', () => {
-    for (const text of ['', '   ', '{"a":[1,2,3]}', 'null', '"[1,2]"', '17', 'x[1]']) expect(countArrayItems(bytes(text), 10), text).toBe(-1);
+    for (const text of ['', '   ', '{"a":[1,2,3]}', 'null', '"[1,2]"', '17', 'x[1]'])
+      expect(countArrayItems(bytes(text), 10), text).toBe(-1);
   });
 
   it('stops as soon as the count passes the limit, reading nothing after the first document too many', () => {

@@ -31,10 +31,10 @@ export interface AdapterOptions {
   readonly clickhouseDatabase?: string;
 }
 
-type AdapterConfig = Pick<
-  Config,
-  'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'
-> & { readonly kafka?: Config['kafka']; readonly redisCache?: boolean };
+type AdapterConfig = Pick<Config, 'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'> & {
+  readonly kafka?: Config['kafka'];
+  readonly redisCache?: boolean;
+};
 
 export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
   let embedded: EmbeddedStores | undefined;
@@ -45,7 +45,13 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
       ? new KafkaBus({
           brokers: config.kafkaBrokers,
           logger: logger.child({ component: 'kafka' }),
-          ...(config.kafka ? { publishTimeoutMs: config.kafka.publishTimeoutMs, lingerMs: config.kafka.lingerMs, maxRequestBytes: config.kafka.maxRequestBytes } : {}),
+          ...(config.kafka
+            ? {
+                publishTimeoutMs: config.kafka.publishTimeoutMs,
+                lingerMs: config.kafka.lingerMs,
+                maxRequestBytes: config.kafka.maxRequestBytes,
+              }
+            : {}),
           consumer: opts.consumer ?? {
             ...(config.kafka
               ? {
@@ -64,7 +70,12 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
 
   const redis =
     config.entityStore === 'redis'
-      ? new RedisEntityStore({ url: config.redisUrl!, ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}), cacheLatest: config.redisCache, warn: (m) => logger.warn(m) })
+      ? new RedisEntityStore({
+          url: config.redisUrl!,
+          ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}),
+          cacheLatest: config.redisCache,
+          warn: (m) => logger.warn(m),
+        })
       : undefined;
   const entities: EntityStore = redis ?? lmdb().entities;
 

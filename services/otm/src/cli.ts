@@ -86,7 +86,7 @@ async function run(command: string, roles: Roles): Promise<number> {
       ? `data in ${config.dataDir}`
       : `bus ${config.bus}, entity store ${config.entityStore}, event store ${config.eventStore}`;
   process.stdout.write(`otm ${command}: listening on ${address} (${where})\n${notice ? `${notice}\n` : ''}`);
-  onSignals(logger, service.close);
+  onSignals(logger, () => service.close());
   return new Promise<number>(() => {});
 }
 
@@ -108,7 +108,12 @@ function workerRoles(args: string[]): Roles {
     if (a !== '--entities' && a !== '--telemetry') throw new Error(`otm worker: unknown option '${a}' (--entities, --telemetry)`);
   }
   const both = args.length === 0;
-  return { ingress: false, query: false, entityWorker: both || args.includes('--entities'), telemetryWorker: both || args.includes('--telemetry') };
+  return {
+    ingress: false,
+    query: false,
+    entityWorker: both || args.includes('--entities'),
+    telemetryWorker: both || args.includes('--telemetry'),
+  };
 }
 
 export async function main(argv: string[]): Promise<number> {

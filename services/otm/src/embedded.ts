@@ -21,7 +21,15 @@ export async function createEmbeddedService(
   logger: Logger,
 ): Promise<EmbeddedService> {
   const adapters = openAdapters(
-    { dataDir: config.dataDir, bus: 'memory', kafkaBrokers: [], entityStore: 'embedded', redisUrl: undefined, eventStore: 'embedded', clickhouseUrl: undefined },
+    {
+      dataDir: config.dataDir,
+      bus: 'memory',
+      kafkaBrokers: [],
+      entityStore: 'embedded',
+      redisUrl: undefined,
+      eventStore: 'embedded',
+      clickhouseUrl: undefined,
+    },
     logger,
   );
   return createService(ALL_ROLES, adapters, {

@@ -32,7 +32,13 @@ export function validateText(file: string, text: string, kind?: KindSegment): Fi
       file,
       kind: null,
       valid: false,
-      errors: [{ type: 'invalidField', field: '', message: `cannot tell the kind of this document; give --kind (${KINDS.map((x) => x.segment).join(', ')})` }],
+      errors: [
+        {
+          type: 'invalidField',
+          field: '',
+          message: `cannot tell the kind of this document; give --kind (${KINDS.map((x) => x.segment).join(', ')})`,
+        },
+      ],
     };
   }
   const errors = validateEntity(k, doc);

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auth, startService, type TestService } from './helpers.js';
 
-
 const location = (i: number) => ({
   eventType: 'locationUpdateEvent',
   id: `5b000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
@@ -61,7 +60,10 @@ describe.each([
   it('applies the model semantics to entity kinds too', async () => {
     const tid = '5c000000-0000-4000-8000-000000000001';
     const vid = '5c000000-0000-4000-8000-000000000002';
-    const res = await post('/api/v5/bulk/trips', JSON.stringify([{ entityType: 'trip', id: tid, vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: vid } } }]));
+    const res = await post(
+      '/api/v5/bulk/trips',
+      JSON.stringify([{ entityType: 'trip', id: tid, vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: vid } } }]),
+    );
     expect(res.json().accepted).toBe(1);
     expect((await get(`/api/v5/vehicles/${vid}`)).statusCode).toBe(200);
   });
@@ -73,13 +75,20 @@ describe.each([
     expect(res.statusCode).toBe(413);
     expect(res.json()[0].type).toBe('payloadTooLarge');
     expect((await post('/api/v5/bulk/spaceships', '[]')).statusCode).toBe(404);
-    const readOnly = await svc.app.inject({ method: 'POST', url: '/api/v5/bulk/events', headers: { authorization: 'Bearer reader-token-acme', 'content-type': 'application/json' }, payload: '[]' });
+    const readOnly = await svc.app.inject({
+      method: 'POST',
+      url: '/api/v5/bulk/events',
+      headers: { authorization: 'Bearer reader-token-acme', 'content-type': 'application/json' },
+      payload: '[]',
+    });
     expect(readOnly.statusCode).toBe(403);
   });
 
   it('stores each event as the text it was checked as, with a generated id where it had none', async () => {
     const withoutId = ({ id: _, ...rest }: Record<string, unknown>) => rest;
-    const docs: Array<Record<string, unknown>> = Array.from({ length: 300 }, (_, i) => (i % 2 === 0 ? location(1000 + i) : withoutId(location(1000 + i))));
+    const docs: Array<Record<string, unknown>> = Array.from({ length: 300 }, (_, i) =>
+      i % 2 === 0 ? location(1000 + i) : withoutId(location(1000 + i)),
+    );
     const res = await post('/api/v5/bulk/events', JSON.stringify(docs));
     expect(res.json()).toMatchObject({ accepted: 300, rejected: 0 });
     const items = res.json().items as Array<{ index: number; id: string }>;
@@ -115,11 +124,20 @@ describe.each([
     const vid = '5d000000-0000-4000-8000-000000000001';
     const sid = '5d000000-0000-4000-8000-000000000002';
     const tid = '5d000000-0000-4000-8000-000000000003';
-    const withVehicle = { ...location(40), vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: vid, licensePlate: 'BULK-1' } } };
+    const withVehicle = {
+      ...location(40),
+      vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: vid, licensePlate: 'BULK-1' } },
+    };
     expect((await post('/api/v5/bulk/sensors', JSON.stringify([{ entityType: 'sensor', id: sid }]))).json().accepted).toBe(1);
     expect((await post('/api/v5/bulk/trips', JSON.stringify([{ entityType: 'trip', id: tid }]))).json().accepted).toBe(1);
     const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
-    const noHolder = { eventType: 'associationCreatedEvent', id: '5d000000-0000-4000-8000-000000000004', lifecycle: 'actual', entity1: ref('sensor', sid), entity2: ref('trip', tid) };
+    const noHolder = {
+      eventType: 'associationCreatedEvent',
+      id: '5d000000-0000-4000-8000-000000000004',
+      lifecycle: 'actual',
+      entity1: ref('sensor', sid),
+      entity2: ref('trip', tid),
+    };
     const res = await post('/api/v5/bulk/events', JSON.stringify([withVehicle, noHolder, location(41)]));
     expect(res.json().items).toEqual([
       { index: 0, id: location(40).id },

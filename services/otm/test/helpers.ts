@@ -6,7 +6,8 @@ import { inject } from 'vitest';
 import { createLogger, parseTokens, type ConnectionLimits } from '@otm/core';
 import { createEmbeddedService, type EmbeddedService } from '../src/index.js';
 
-export const TOKENS = 'writer-token-acme:acme:read+write,reader-token-acme:acme:read,writer-token-globex:globex:read+write,writeonly-token:acme:write';
+export const TOKENS =
+  'writer-token-acme:acme:read+write,reader-token-acme:acme:read,writer-token-globex:globex:read+write,writeonly-token:acme:write';
 export const auth = (token = 'writer-token-acme') => ({ authorization: `Bearer ${token}` });
 export const json = { 'content-type': 'application/json' };
 
@@ -24,7 +25,13 @@ export const target = (): 'embedded' | 'distributed' => inject('otmTarget');
 
 /** An embedded service on a fresh data folder, for `app.inject`; or the distributed deployment. */
 export async function startService(
-  opts: { bodyLimit?: number; maxDepth?: number; bulkThreads?: number; bulkThreadMinBytes?: number; connections?: Partial<ConnectionLimits> } = {},
+  opts: {
+    bodyLimit?: number;
+    maxDepth?: number;
+    bulkThreads?: number;
+    bulkThreadMinBytes?: number;
+    connections?: Partial<ConnectionLimits>;
+  } = {},
 ): Promise<TestService> {
   if (target() === 'distributed') {
     const { startDistributedService } = await import('../../../test/distributed/inject.js');

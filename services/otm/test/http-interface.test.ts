@@ -9,7 +9,12 @@ beforeAll(async () => {
 afterAll(async () => svc.close());
 
 const put = (kind: string, body: unknown, headers: Record<string, string> = auth()) =>
-  svc.app.inject({ method: 'PUT', url: `/api/v5/${kind}`, headers: { ...json, ...headers }, payload: typeof body === 'string' ? body : JSON.stringify(body) });
+  svc.app.inject({
+    method: 'PUT',
+    url: `/api/v5/${kind}`,
+    headers: { ...json, ...headers },
+    payload: typeof body === 'string' ? body : JSON.stringify(body),
+  });
 const get = (url: string, headers: Record<string, string> = auth()) => svc.app.inject({ method: 'GET', url, headers });
 const del = (url: string, headers: Record<string, string> = auth()) => svc.app.inject({ method: 'DELETE', url, headers });
 
@@ -127,7 +132,13 @@ describe('PUT, GET and DELETE', () => {
 
 describe('lifecycles', () => {
   const id = '3f0a3c38-8f0e-4a4b-8d33-6f0d2b9f1e55';
-  const stop = (lifecycle: string, remark: string) => ({ id, actionType: 'stop', lifecycle, remark, location: { associationType: 'reference', uuid: '11c11d75-e114-4b5f-9751-b3a4afa23ecf', entityType: 'location' } });
+  const stop = (lifecycle: string, remark: string) => ({
+    id,
+    actionType: 'stop',
+    lifecycle,
+    remark,
+    location: { associationType: 'reference', uuid: '11c11d75-e114-4b5f-9751-b3a4afa23ecf', entityType: 'location' },
+  });
 
   it('keeps each lifecycle and answers the latest unless asked', async () => {
     expect((await put('actions', stop('realized', 'done'))).statusCode).toBe(200);
@@ -144,7 +155,12 @@ describe('lifecycles', () => {
 
 describe('authentication and tenants', () => {
   it('answers 401 with a Bearer challenge without a token or with an unknown one', async () => {
-    for (const headers of [{}, { authorization: 'Bearer nope-nope-nope' }, { authorization: 'Basic dXNlcjpwYXNz' }]) {
+    const variants: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer nope-nope-nope' },
+      { authorization: 'Basic dXNlcjpwYXNz' },
+    ];
+    for (const headers of variants) {
       const res = await get('/api/v5/vehicles/6f1c1a52-8f6e-4a0e-bb4e-000000000000', headers);
       expect(res.statusCode).toBe(401);
       expect(res.headers['www-authenticate']).toMatch(/^Bearer realm="otm"/);
@@ -195,7 +211,12 @@ describe('bad requests get one clear answer and change nothing', () => {
   });
 
   it('a body that is not JSON: 415', async () => {
-    const res = await svc.app.inject({ method: 'PUT', url: '/api/v5/vehicles', headers: { 'content-type': 'text/plain', ...auth() }, payload: 'hello' });
+    const res = await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v5/vehicles',
+      headers: { 'content-type': 'text/plain', ...auth() },
+      payload: 'hello',
+    });
     expect(res.statusCode).toBe(415);
     expect(res.json()).toEqual([{ type: 'unsupportedMediaType', message: expect.any(String) }]);
   });
@@ -250,7 +271,9 @@ describe('bad requests get one clear answer and change nothing', () => {
   it('a typo in a member name is reported, with the likely name', async () => {
     const res = await put('vehicles', { entityType: 'vehicle', licencePlate: 'AB-12-CD' });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toEqual([expect.objectContaining({ type: 'invalidField', field: 'licencePlate', message: expect.stringContaining('licensePlate') })]);
+    expect(res.json()).toEqual([
+      expect.objectContaining({ type: 'invalidField', field: 'licencePlate', message: expect.stringContaining('licensePlate') }),
+    ]);
   });
 
   it('an empty id: 400', async () => {

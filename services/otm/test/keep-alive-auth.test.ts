@@ -37,7 +37,7 @@ function send(method: string, path: string, authorization: string | undefined, b
       res.setEncoding('utf8');
       res.on('data', (c: string) => (text += c));
       res.on('end', () =>
-        resolve({ status: res.statusCode!, body: text, reused: req.reusedSocket, challenge: res.headers['www-authenticate'] as string | undefined }),
+        resolve({ status: res.statusCode!, body: text, reused: req.reusedSocket, challenge: res.headers['www-authenticate'] }),
       );
     });
     req.on('error', reject);

@@ -32,7 +32,12 @@ describe('the model examples over HTTP', () => {
   });
 
   it.each(documents.filter((e) => e.valid).map((e) => [e.name, e] as const))('%s: put, get unchanged, delete, gone', async (_name, ex) => {
-    const put = await svc.app.inject({ method: 'PUT', url: `/api/v5/${ex.kind}`, headers: { ...json, ...auth() }, payload: JSON.stringify(ex.document) });
+    const put = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v5/${ex.kind}`,
+      headers: { ...json, ...auth() },
+      payload: JSON.stringify(ex.document),
+    });
     expect(put.statusCode, put.body).toBe(200);
     const stored = put.json();
     const expected = ex.document.id === undefined ? { ...ex.document, id: stored.id } : ex.document;
@@ -46,9 +51,14 @@ describe('the model examples over HTTP', () => {
   });
 
   it.each(documents.filter((e) => !e.valid).map((e) => [e.name, e] as const))('%s: precise 400, nothing stored', async (_name, ex) => {
-    const put = await svc.app.inject({ method: 'PUT', url: `/api/v5/${ex.kind}`, headers: { ...json, ...auth() }, payload: JSON.stringify(ex.document) });
+    const put = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v5/${ex.kind}`,
+      headers: { ...json, ...auth() },
+      payload: JSON.stringify(ex.document),
+    });
     expect(put.statusCode).toBe(400);
-    const items = put.json() as Array<{ type: string; field?: string }>;
+    const items = put.json<Array<{ type: string; field?: string }>>();
     expect(items.length).toBeGreaterThan(0);
     for (const item of items) expect(['missingField', 'invalidField']).toContain(item.type);
     if (typeof ex.document.id === 'string') {
@@ -59,7 +69,12 @@ describe('the model examples over HTTP', () => {
 
   it('attachTransportEquipment: exactly one missingField for the transport equipment type', async () => {
     const ex = examples.find((e) => e.name === 'attachTransportEquipment')!;
-    const put = await svc.app.inject({ method: 'PUT', url: '/api/v5/actions', headers: { ...json, ...auth() }, payload: JSON.stringify(ex.document) });
+    const put = await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v5/actions',
+      headers: { ...json, ...auth() },
+      payload: JSON.stringify(ex.document),
+    });
     expect(put.statusCode).toBe(400);
     expect(put.json()).toEqual([{ type: 'missingField', field: expect.stringMatching(/\.type$/), message: expect.any(String) }]);
   });

@@ -12,7 +12,12 @@ afterAll(async () => svc.close());
 describe('our own document of every kind', () => {
   it.each(Object.entries(oneOfEachKind))('%s: valid, stored, read back, deleted', async (kind, doc) => {
     expect(validateEntity(kind as KindSegment, doc)).toEqual([]);
-    const put = await svc.app.inject({ method: 'PUT', url: `/api/v5/${kind}`, headers: { ...json, ...auth() }, payload: JSON.stringify(doc) });
+    const put = await svc.app.inject({
+      method: 'PUT',
+      url: `/api/v5/${kind}`,
+      headers: { ...json, ...auth() },
+      payload: JSON.stringify(doc),
+    });
     expect(put.statusCode, put.body).toBe(200);
     expect(put.json()).toEqual(doc);
     const url = `/api/v5/${kind}/${doc.id as string}`;

@@ -13,14 +13,20 @@ beforeAll(async () => {
 afterAll(async () => svc.close());
 
 const put = async (kind: string, body: unknown, token?: string) => {
-  const res = await svc.app.inject({ method: 'PUT', url: `/api/v5/${kind}`, headers: { ...json, ...auth(token) }, payload: JSON.stringify(body) });
+  const res = await svc.app.inject({
+    method: 'PUT',
+    url: `/api/v5/${kind}`,
+    headers: { ...json, ...auth(token) },
+    payload: JSON.stringify(body),
+  });
   return { status: res.statusCode, body: res.json() };
 };
 const get = async (kind: string, id: string, token?: string, query = '') => {
   const res = await svc.app.inject({ method: 'GET', url: `/api/v5/${kind}/${id}${query}`, headers: auth(token) });
   return { status: res.statusCode, body: res.statusCode === 200 ? res.json() : undefined };
 };
-const del = async (kind: string, id: string) => (await svc.app.inject({ method: 'DELETE', url: `/api/v5/${kind}/${id}`, headers: auth() })).statusCode;
+const del = async (kind: string, id: string) =>
+  (await svc.app.inject({ method: 'DELETE', url: `/api/v5/${kind}/${id}`, headers: auth() })).statusCode;
 const fresh = (prefix: string, n: number) => `${prefix}-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
 const update = (id: string, entity: Record<string, unknown>) => ({ eventType: 'updateEvent', id, lifecycle: 'actual', entity });
@@ -36,7 +42,12 @@ describe('inline entities', () => {
     const stop = (await get('actions', ids.stopLoad)).body;
     expect(stop).toEqual(trip.actions[0]!.entity);
     expect(stop.lifecycle).toBe('planned');
-    for (const [kind, id] of [['vehicles', ids.vehicle], ['actors', ids.driver], ['locations', ids.depot], ['actions', ids.stopLoad]] as const) {
+    for (const [kind, id] of [
+      ['vehicles', ids.vehicle],
+      ['actors', ids.driver],
+      ['locations', ids.depot],
+      ['actions', ids.stopLoad],
+    ] as const) {
       expect((await get(kind, id, 'writer-token-globex')).status).toBe(404);
     }
   });
@@ -49,15 +60,28 @@ describe('inline entities', () => {
 
   it('without an id live only inside their parent', async () => {
     const id = fresh('a1000000', 1);
-    const doc = { entityType: 'trip', id, vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', licensePlate: 'NO-ID-1' } } };
+    const doc = {
+      entityType: 'trip',
+      id,
+      vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', licensePlate: 'NO-ID-1' } },
+    };
     expect((await put('trips', doc)).status).toBe(200);
     expect((await get('trips', id)).body).toEqual(doc);
   });
 
   it('the newer copy wins: lastModified first, then arrival order; the parent shows the winner', async () => {
     const vid = fresh('a2000000', 1);
-    const v = (name: string, lastModified?: string) => ({ entityType: 'vehicle', id: vid, name, ...(lastModified ? { lastModified } : {}) });
-    const holder = (n: number, veh: unknown) => ({ entityType: 'trip', id: fresh('a2000000', 10 + n), vehicle: { associationType: 'inline', entity: veh } });
+    const v = (name: string, lastModified?: string) => ({
+      entityType: 'vehicle',
+      id: vid,
+      name,
+      ...(lastModified ? { lastModified } : {}),
+    });
+    const holder = (n: number, veh: unknown) => ({
+      entityType: 'trip',
+      id: fresh('a2000000', 10 + n),
+      vehicle: { associationType: 'inline', entity: veh },
+    });
     await put('trips', holder(1, v('newest', '2026-11-20T10:00:00Z')));
     await put('trips', holder(2, v('older', '2026-11-19T10:00:00Z')));
     expect((await get('vehicles', vid)).body.name).toBe('newest');
@@ -87,7 +111,10 @@ describe('updateEvent', () => {
     const cid = fresh('b1000000', 1);
     await put('consignments', { ...consignment, id: cid, goods: undefined, actors: undefined });
     const before = (await get('consignments', cid)).body;
-    const res = await put('events', update(fresh('b1000000', 2), { entityType: 'consignment', id: cid, status: 'completed', description: null }));
+    const res = await put(
+      'events',
+      update(fresh('b1000000', 2), { entityType: 'consignment', id: cid, status: 'completed', description: null }),
+    );
     expect(res.status).toBe(200);
     const after = (await get('consignments', cid)).body;
     expect(after.status).toBe('completed');
@@ -98,7 +125,10 @@ describe('updateEvent', () => {
 
     const vid = fresh('b1000000', 3);
     await put('vehicles', { entityType: 'vehicle', id: vid, emptyWeight: { value: 7000, unit: 'kg' }, fuels: [{ fuelType: 'diesel' }] });
-    await put('events', update(fresh('b1000000', 4), { entityType: 'vehicle', id: vid, emptyWeight: { value: 7100 }, fuels: [{ fuelType: 'hvo' }] }));
+    await put(
+      'events',
+      update(fresh('b1000000', 4), { entityType: 'vehicle', id: vid, emptyWeight: { value: 7100 }, fuels: [{ fuelType: 'hvo' }] }),
+    );
     const v = (await get('vehicles', vid)).body;
     expect(v.emptyWeight).toEqual({ value: 7100, unit: 'kg' });
     expect(v.fuels).toEqual([{ fuelType: 'hvo' }]);
@@ -110,7 +140,9 @@ describe('updateEvent', () => {
     await put('locations', loc);
     const bad = await put('events', update(fresh('b2000000', 2), { entityType: 'location', id: lid, geoReference: null }));
     expect(bad.status).toBe(400);
-    expect(bad.body).toEqual([expect.objectContaining({ type: 'missingField', field: expect.stringMatching(/^entity\.(entity\.)?geoReference$/) })]);
+    expect(bad.body).toEqual([
+      expect.objectContaining({ type: 'missingField', field: expect.stringMatching(/^entity\.(entity\.)?geoReference$/) }),
+    ]);
     const badValue = await put('events', update(fresh('b2000000', 3), { entityType: 'location', id: lid, type: 'moon base' }));
     expect(badValue.status).toBe(400);
     expect(badValue.body[0]).toMatchObject({ type: 'invalidField', field: expect.stringMatching(/type$/) });
@@ -129,10 +161,17 @@ describe('updateEvent', () => {
 
   it('an update whose target is not known yet waits for it', async () => {
     const cid = fresh('b4000000', 1);
-    expect((await put('events', update(fresh('b4000000', 2), { entityType: 'consignment', id: cid, status: 'inTransit' }))).status).toBe(200);
+    expect((await put('events', update(fresh('b4000000', 2), { entityType: 'consignment', id: cid, status: 'inTransit' }))).status).toBe(
+      200,
+    );
     expect((await get('consignments', cid)).status).toBe(404);
     await put('consignments', { entityType: 'consignment', id: cid, status: 'confirmed', name: 'late arrival' });
-    expect((await get('consignments', cid)).body).toEqual({ entityType: 'consignment', id: cid, status: 'inTransit', name: 'late arrival' });
+    expect((await get('consignments', cid)).body).toEqual({
+      entityType: 'consignment',
+      id: cid,
+      status: 'inTransit',
+      name: 'late arrival',
+    });
   });
 
   it('a waiting update that would be invalid when its target arrives is dropped', async () => {
@@ -152,11 +191,12 @@ describe('updateEvent', () => {
     const cid = fresh('b6000000', 1);
     await put('consignments', { entityType: 'consignment', id: cid, status: 'draft' });
     const order = ['requested', 'confirmed', 'inTransit', 'completed', 'closed'];
-    for (const [i, status] of order.entries()) await put('events', update(fresh('b6000000', 10 + i), { entityType: 'consignment', id: cid, status }));
+    for (const [i, status] of order.entries())
+      await put('events', update(fresh('b6000000', 10 + i), { entityType: 'consignment', id: cid, status }));
     expect((await get('consignments', cid)).body.status).toBe('closed');
   });
 
-  it('is tenant-scoped: it never touches another tenant\'s entity', async () => {
+  it("is tenant-scoped: it never touches another tenant's entity", async () => {
     const cid = fresh('b7000000', 1);
     await put('consignments', { entityType: 'consignment', id: cid, status: 'draft' });
     await put('events', update(fresh('b7000000', 2), { entityType: 'consignment', id: cid, status: 'cancelled' }), 'writer-token-globex');
@@ -165,15 +205,30 @@ describe('updateEvent', () => {
 });
 
 describe('association events', () => {
-  const assoc = (eventType: string, id: string, entity1: unknown, entity2: unknown) => ({ eventType, id, lifecycle: 'actual', entity1, entity2 });
+  const assoc = (eventType: string, id: string, entity1: unknown, entity2: unknown) => ({
+    eventType,
+    id,
+    lifecycle: 'actual',
+    entity1,
+    entity2,
+  });
 
-  it('trip + vehicle sets the trip\'s vehicle; removing it takes it away', async () => {
+  it("trip + vehicle sets the trip's vehicle; removing it takes it away", async () => {
     const tid = fresh('c1000000', 1);
     const vid = fresh('c1000000', 2);
     await put('trips', { entityType: 'trip', id: tid, name: 'no vehicle yet' });
-    const created = await put('events', assoc('associationCreatedEvent', fresh('c1000000', 3), ref('trip', tid), { associationType: 'inline', entity: { entityType: 'vehicle', id: vid, licensePlate: 'XX-1' } }));
+    const created = await put(
+      'events',
+      assoc('associationCreatedEvent', fresh('c1000000', 3), ref('trip', tid), {
+        associationType: 'inline',
+        entity: { entityType: 'vehicle', id: vid, licensePlate: 'XX-1' },
+      }),
+    );
     expect(created.status).toBe(200);
-    expect((await get('trips', tid)).body.vehicle).toEqual({ associationType: 'inline', entity: { entityType: 'vehicle', id: vid, licensePlate: 'XX-1' } });
+    expect((await get('trips', tid)).body.vehicle).toEqual({
+      associationType: 'inline',
+      entity: { entityType: 'vehicle', id: vid, licensePlate: 'XX-1' },
+    });
     // Inline entity2 is kept on its own; the event stays retrievable.
     expect((await get('vehicles', vid)).body.licensePlate).toBe('XX-1');
     expect((await get('events', fresh('c1000000', 3))).body.eventType).toBe('associationCreatedEvent');
@@ -184,12 +239,16 @@ describe('association events', () => {
   it('vehicle + sensor adds to the sensors once; trip + actor adds to the actors', async () => {
     const vid = fresh('c2000000', 1);
     await put('vehicles', { entityType: 'vehicle', id: vid });
-    for (const n of [2, 3]) await put('events', assoc('associationCreatedEvent', fresh('c2000000', n), ref('vehicle', vid), ref('sensor', ids.sensor)));
+    for (const n of [2, 3])
+      await put('events', assoc('associationCreatedEvent', fresh('c2000000', n), ref('vehicle', vid), ref('sensor', ids.sensor)));
     expect((await get('vehicles', vid)).body.sensors).toEqual([ref('sensor', ids.sensor)]);
     await put('sensors', sensor);
     const tid = fresh('c2000000', 4);
     await put('trips', { entityType: 'trip', id: tid, actors: [{ associationType: 'reference', entityType: 'actor', uuid: ids.carrier }] });
-    await put('events', assoc('associationCreatedEvent', fresh('c2000000', 5), ref('trip', tid), { associationType: 'inline', entity: driver }));
+    await put(
+      'events',
+      assoc('associationCreatedEvent', fresh('c2000000', 5), ref('trip', tid), { associationType: 'inline', entity: driver }),
+    );
     expect((await get('trips', tid)).body.actors).toEqual([
       { associationType: 'reference', entityType: 'actor', uuid: ids.carrier },
       { associationType: 'inline', entity: driver },
@@ -199,7 +258,10 @@ describe('association events', () => {
   });
 
   it('a pair that no member can hold: precise 400', async () => {
-    const res = await put('events', assoc('associationCreatedEvent', fresh('c3000000', 1), ref('sensor', ids.sensor), ref('trip', ids.trip)));
+    const res = await put(
+      'events',
+      assoc('associationCreatedEvent', fresh('c3000000', 1), ref('sensor', ids.sensor), ref('trip', ids.trip)),
+    );
     expect(res.status).toBe(400);
     expect(res.body).toEqual([expect.objectContaining({ type: 'invalidField', field: 'entity2' })]);
   });

@@ -17,14 +17,15 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query): void {
     let rank: number | undefined;
     if (q.lifecycle !== undefined) {
       if (!isLifecycle(q.lifecycle)) {
-        throw invalidDocument([
-          { type: 'invalidField', field: 'lifecycle', message: `must be one of ${LIFECYCLES.join(', ')}` },
-        ]);
+        throw invalidDocument([{ type: 'invalidField', field: 'lifecycle', message: `must be one of ${LIFECYCLES.join(', ')}` }]);
       }
       rank = lifecycleRank(q.lifecycle);
     }
     const doc = await query.get(req.principal!.tenant, kind, key, rank);
     // The stored bytes when the store has them (its cache, Redis), else the text.
-    return reply.code(200).type(JSON_TYPE).send(doc.bytes ?? doc.json);
+    return reply
+      .code(200)
+      .type(JSON_TYPE)
+      .send(doc.bytes ?? doc.json);
   });
 }

@@ -78,7 +78,10 @@ export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: T
   let timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
 
   const flush = () => {
-    if (timer) (maxDelayMs > 0 ? clearTimeout(timer as NodeJS.Timeout) : clearImmediate(timer as NodeJS.Immediate));
+    if (timer) {
+      if (maxDelayMs > 0) clearTimeout(timer as NodeJS.Timeout);
+      else clearImmediate(timer as NodeJS.Immediate);
+    }
     timer = undefined;
     const taken = waiting;
     waiting = [];

@@ -207,7 +207,8 @@ export class ClickHouseEventStore implements EventStore {
           const at = `${g}\0${r.event_id}`;
           const rowRank = Number(r.lifecycle_rank);
           const best = found.get(at);
-          if (best === undefined || rowRank > best.lifecycleRank) found.set(at, { kind: 'events', key: r.event_id, lifecycleRank: rowRank, json: r.doc });
+          if (best === undefined || rowRank > best.lifecycleRank)
+            found.set(at, { kind: 'events', key: r.event_id, lifecycleRank: rowRank, json: r.doc });
         }
       }),
     );
@@ -250,7 +251,8 @@ export class ClickHouseEventStore implements EventStore {
     if (writes.length === 0) return;
     for (const w of writes) {
       const kind = w.op === 'put' ? w.doc.kind : w.kind;
-      if (kind !== 'events') throw new AdapterError('clickhouse', `the ClickHouse event store keeps events only, not ${kind}`, { retryable: false });
+      if (kind !== 'events')
+        throw new AdapterError('clickhouse', `the ClickHouse event store keeps events only, not ${kind}`, { retryable: false });
     }
     const ids = new Set(writes.map((w) => placeKey(w.tenant, w.op === 'put' ? w.doc.key : w.key)));
     if (ids.size === writes.length && writes.every((w) => w.op === 'put')) return this.writeNew(writes);
@@ -335,7 +337,11 @@ export class ClickHouseEventStore implements EventStore {
       }
     }
     await this.insert(this.events, EVENT_FORMAT, tombstones);
-    await this.insert(this.ids, ID_FORMAT, rows.map((r) => this.idRow(r)));
+    await this.insert(
+      this.ids,
+      ID_FORMAT,
+      rows.map((r) => this.idRow(r)),
+    );
   }
 
   /** Any mix of puts and deletes, also of one id several times: applied one after the other. */

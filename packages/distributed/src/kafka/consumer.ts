@@ -29,7 +29,17 @@
  * looking alive; uncommitted batches are replayed.
  */
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
-import { AdapterError, OtmServiceError, TOPICS, unavailable, type Envelope, type Logger, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
+import {
+  AdapterError,
+  OtmServiceError,
+  TOPICS,
+  unavailable,
+  type Envelope,
+  type Logger,
+  type SubscribeOptions,
+  type Subscription,
+  type Topic,
+} from '@otm/core';
 import { errorText } from '../error-text.js';
 import { deadLetterCode, deadLetterReason, deadLetterRecord, sendDeadLetter } from './dead-letter.js';
 import { consumerConfig, type KafkaConsumerSettings } from './options.js';
@@ -98,7 +108,13 @@ export class Consumers {
   /**
    * Consumes `topic` as a member of `group`. `onClose` is told when the subscription closes.
    */
-  async subscribe(topic: Topic, group: string, handler: Handler, options: SubscribeOptions, onClose: (sub: KafkaSubscription) => void): Promise<KafkaSubscription> {
+  async subscribe(
+    topic: Topic,
+    group: string,
+    handler: Handler,
+    options: SubscribeOptions,
+    onClose: (sub: KafkaSubscription) => void,
+  ): Promise<KafkaSubscription> {
     const s = this.ctx.settings;
     const logger = this.ctx.logger;
     let resolveJoined!: () => void;
@@ -171,6 +187,7 @@ export class Consumers {
    * the last commit.
    */
   private async consumeAhead(payload: EachBatchPayload, handler: Handler, pipeline: Pipeline): Promise<void> {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs makes these arrow functions (consumer/runner.js), bound to nothing
     const { batch, isRunning, isStale, resolveOffset, heartbeat, commitOffsetsIfNecessary } = payload;
     const live = () => isRunning() && !isStale() && !pipeline.stopping;
     const key = `${batch.topic}\u0000${batch.partition}`;
@@ -206,7 +223,10 @@ export class Consumers {
           }
         } catch (e) {
           state.failed = true;
-          this.ctx.logger?.warn({ topic: batch.topic, partition: batch.partition, err: errorText(e) }, 'fetched-ahead messages not committed');
+          this.ctx.logger?.warn(
+            { topic: batch.topic, partition: batch.partition, err: errorText(e) },
+            'fetched-ahead messages not committed',
+          );
         } finally {
           if (state.failed) state.queue.length = 0;
           state.running = false;
@@ -217,6 +237,7 @@ export class Consumers {
   }
 
   private async consumeBatch(payload: EachBatchPayload, handler: Handler): Promise<void> {
+    // eslint-disable-next-line @typescript-eslint/unbound-method -- kafkajs makes these arrow functions (consumer/runner.js), bound to nothing
     const { batch, isRunning, isStale, resolveOffset, heartbeat, commitOffsetsIfNecessary } = payload;
     const live = () => isRunning() && !isStale();
     const commit = async (lastOffset: string) => {
@@ -261,7 +282,11 @@ export class Consumers {
   ): Promise<boolean> {
     const good = chunk.filter((d) => d.envelope !== undefined);
     if (good.length === chunk.length) {
-      const outcome = await this.retrying(() => handler(chunk.map((d) => d.envelope!)), live, heartbeat, { topic, partition, offset: chunk[0]!.message.offset });
+      const outcome = await this.retrying(() => handler(chunk.map((d) => d.envelope!)), live, heartbeat, {
+        topic,
+        partition,
+        offset: chunk[0]!.message.offset,
+      });
       if (outcome === 'ok') return true;
       if (outcome === 'stopped') return false;
     }
@@ -269,14 +294,22 @@ export class Consumers {
     for (const d of chunk) {
       if (!live()) return false;
       if (d.envelope === undefined) {
-        if (!(await this.deadLetter(d, topic, partition, 'unparseable message: ' + d.parseError, 'invalidMessage', live, heartbeat))) return false;
+        if (!(await this.deadLetter(d, topic, partition, 'unparseable message: ' + d.parseError, 'invalidMessage', live, heartbeat)))
+          return false;
         continue;
       }
       let failure: unknown;
-      const outcome = await this.retrying(() => handler([d.envelope!]), live, heartbeat, { topic, partition, offset: d.message.offset }, (e) => (failure = e));
+      const outcome = await this.retrying(
+        () => handler([d.envelope!]),
+        live,
+        heartbeat,
+        { topic, partition, offset: d.message.offset },
+        (e) => (failure = e),
+      );
       if (outcome === 'stopped') return false;
       if (outcome === 'failed') {
-        if (!(await this.deadLetter(d, topic, partition, deadLetterReason(failure), deadLetterCode(failure), live, heartbeat))) return false;
+        if (!(await this.deadLetter(d, topic, partition, deadLetterReason(failure), deadLetterCode(failure), live, heartbeat)))
+          return false;
       }
     }
     return true;
@@ -334,12 +367,11 @@ export class Consumers {
   ): Promise<boolean> {
     this.ctx.logger?.error({ topic, partition, offset: d.message.offset, code, reason }, 'message sent to the dead-letter topic');
     const record = deadLetterRecord(d, topic, partition, reason, code);
-    const outcome = await this.retrying(
-      () => sendDeadLetter(this.ctx.producer, record, this.ctx.publishTimeoutMs),
-      live,
-      heartbeat,
-      { topic: TOPICS.deadLetter, partition, offset: d.message.offset },
-    );
+    const outcome = await this.retrying(() => sendDeadLetter(this.ctx.producer, record, this.ctx.publishTimeoutMs), live, heartbeat, {
+      topic: TOPICS.deadLetter,
+      partition,
+      offset: d.message.offset,
+    });
     return outcome === 'ok';
   }
 }

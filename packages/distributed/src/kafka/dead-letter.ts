@@ -46,7 +46,9 @@ export function deadLetterRecord(d: Decoded, topic: string, partition: number, r
 export async function sendDeadLetter(connected: () => Promise<Producer>, record: Message, timeoutMs: number): Promise<void> {
   try {
     const producer = await connected();
-    await withTimeout(producer.send({ topic: TOPICS.deadLetter, acks: -1, messages: [record] }), timeoutMs, () => unavailable('dead-letter produce timed out'));
+    await withTimeout(producer.send({ topic: TOPICS.deadLetter, acks: -1, messages: [record] }), timeoutMs, () =>
+      unavailable('dead-letter produce timed out'),
+    );
   } catch (e) {
     if (e instanceof OtmServiceError) throw e;
     throw new AdapterError('kafka', `dead-letter produce failed: ${errorText(e)}`, { retryable: true, cause: e });

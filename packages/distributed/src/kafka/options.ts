@@ -111,7 +111,9 @@ export function clientConfig(opts: KafkaBusOptions, resolved: ResolvedKafkaOptio
     // A request may not outlive a publish: the publish's own bound is the hard one, this frees sockets.
     requestTimeout: Math.max(1_000, resolved.publishTimeoutMs),
     retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 },
-    ...(opts.logger ? { logLevel: pinoToKafkaLevel(opts.logger), logCreator: logCreator(opts.logger) } : { logLevel: KafkaLogLevel.NOTHING }),
+    ...(opts.logger
+      ? { logLevel: pinoToKafkaLevel(opts.logger), logCreator: logCreator(opts.logger) }
+      : { logLevel: KafkaLogLevel.NOTHING }),
   };
 }
 

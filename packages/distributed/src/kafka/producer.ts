@@ -31,7 +31,9 @@ const HEADERS_OVERHEAD = 64;
  * Splits messages, in order, into produce requests of at most `maxCount` messages and `maxBytes`
  * bytes of keys, values and record framing; a message larger than `maxBytes` goes alone.
  */
-export function produceChunks<M extends { readonly key: string; readonly value: string | Buffer; readonly headers?: Record<string, string> }>(messages: readonly M[], maxCount: number, maxBytes: number): M[][] {
+export function produceChunks<
+  M extends { readonly key: string; readonly value: string | Buffer; readonly headers?: Record<string, string> },
+>(messages: readonly M[], maxCount: number, maxBytes: number): M[][] {
   const chunks: M[][] = [];
   let chunk: M[] = [];
   let bytes = 0;
@@ -95,7 +97,9 @@ export class Publisher {
     });
     this.pump();
     try {
-      await withTimeout(done, publishTimeoutMs, () => unavailable(`kafka did not acknowledge within ${publishTimeoutMs} ms`, retryAfterSeconds));
+      await withTimeout(done, publishTimeoutMs, () =>
+        unavailable(`kafka did not acknowledge within ${publishTimeoutMs} ms`, retryAfterSeconds),
+      );
     } catch (e) {
       done.catch(() => {}); // settles later; its outcome no longer matters
       if (e instanceof OtmServiceError) throw e;

@@ -38,7 +38,10 @@ export interface ProduceRecord {
  * encodes every record into its own buffer, which is much of the cost of a bulk request's events
  * (docs/PERFORMANCE.md). A key sent once stays one plain record.
  */
-export function packRecords(messages: readonly { readonly key: string; readonly value: string | Buffer }[], maxPackBytes = PACK_MAX_BYTES): ProduceRecord[] {
+export function packRecords(
+  messages: readonly { readonly key: string; readonly value: string | Buffer }[],
+  maxPackBytes = PACK_MAX_BYTES,
+): ProduceRecord[] {
   const byKey = new Map<string, (string | Buffer)[]>();
   for (const m of messages) {
     const list = byKey.get(m.key);
@@ -97,14 +100,16 @@ export function decodeRecord(topic: string, m: KafkaMessage): Decoded[] {
   const count = m.headers?.[PACK_HEADER];
   if (count === undefined || m.value === null) return [decodeOne(topic, m, m.value, undefined, true)];
   const lines: Buffer[] = [];
-  for (let from = 0; ; ) {
+  for (let from = 0; ;) {
     const at = m.value.indexOf(NEWLINE, from);
     lines.push(m.value.subarray(from, at === -1 ? m.value.length : at));
     if (at === -1) break;
     from = at + 1;
   }
   if (String(count) !== String(lines.length)) {
-    return [{ message: m, value: m.value, last: true, parseError: `a packed record of ${String(count)} messages holds ${lines.length} lines` }];
+    return [
+      { message: m, value: m.value, last: true, parseError: `a packed record of ${String(count)} messages holds ${lines.length} lines` },
+    ];
   }
   return lines.map((line, i) => decodeOne(topic, m, line, { index: i, of: lines.length }, i === lines.length - 1));
 }

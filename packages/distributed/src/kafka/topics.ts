@@ -32,7 +32,10 @@ export async function ensureTopics(
     opts.logger?.info({ topics }, 'kafka topics ensured');
     return true;
   } catch (e) {
-    opts.logger?.warn({ topics, err: errorText(e) }, 'kafka refused to create topics; continuing (create them on the cluster, or rely on auto-create)');
+    opts.logger?.warn(
+      { topics, err: errorText(e) },
+      'kafka refused to create topics; continuing (create them on the cluster, or rely on auto-create)',
+    );
     return false;
   }
 }

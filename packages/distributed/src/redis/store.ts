@@ -53,7 +53,9 @@ export class RedisEntityStore implements EntityStore {
       this.ownsClient = false;
     } else {
       if (!opts.url || !/^rediss?:\/\//.test(opts.url)) {
-        throw new AdapterError('redis', `RedisEntityStore: a redis:// URL is needed, got ${JSON.stringify(opts.url)}`, { retryable: false });
+        throw new AdapterError('redis', `RedisEntityStore: a redis:// URL is needed, got ${JSON.stringify(opts.url)}`, {
+          retryable: false,
+        });
       }
       const options: RedisOptions = {
         // Bounded waits: a Redis that is down answers 503 (retried by the worker), never a hang.
@@ -71,7 +73,8 @@ export class RedisEntityStore implements EntityStore {
       this.redis.on('error', () => {});
       this.ownsClient = true;
     }
-    this.cache = opts.cacheLatest !== false && this.ownsClient && this.redis instanceof Redis ? new TrackedCache(this.redis, opts.warn) : undefined;
+    this.cache =
+      opts.cacheLatest !== false && this.ownsClient && this.redis instanceof Redis ? new TrackedCache(this.redis, opts.warn) : undefined;
     this.units = new Units({
       redis: this.redis,
       keys: this.keys,
@@ -100,7 +103,10 @@ export class RedisEntityStore implements EntityStore {
       return await Promise.race([
         p,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new AdapterError('redis', `no answer within ${this.commandTimeoutMs} ms`, { retryable: true })), this.commandTimeoutMs);
+          timer = setTimeout(
+            () => reject(new AdapterError('redis', `no answer within ${this.commandTimeoutMs} ms`, { retryable: true })),
+            this.commandTimeoutMs,
+          );
         }),
       ]);
     } catch (e) {
@@ -127,7 +133,12 @@ export class RedisEntityStore implements EntityStore {
     if (cached !== undefined) return cached;
     const read = async (track: boolean): Promise<StoredDocument | undefined> => {
       // Tracked by Redis only when asked just before the read, on the same connection (OPTIN).
-      const tracked = track ? this.redis.call('CLIENT', 'CACHING', 'YES').then(() => true, () => false) : undefined;
+      const tracked = track
+        ? this.redis.call('CLIENT', 'CACHING', 'YES').then(
+            () => true,
+            () => false,
+          )
+        : undefined;
       // As bytes: the answer is sent as it was stored, with no UTF-8 decoding and encoding again.
       const all = await this.guard(this.redis.hgetallBuffer(ek));
       if (tracked !== undefined && !(await tracked)) cache!.drop(ek);

@@ -24,7 +24,17 @@
  */
 import { Cluster, Redis, type ChainableCommander } from 'ioredis';
 import type { KindSegment } from '@otm/model';
-import { AdapterError, decodeVersion, encodeVersion, unavailable, type EntityTx, type HolderRef, type PendingEffect, type StoredDocument, type VersionStamp } from '@otm/core';
+import {
+  AdapterError,
+  decodeVersion,
+  encodeVersion,
+  unavailable,
+  type EntityTx,
+  type HolderRef,
+  type PendingEffect,
+  type StoredDocument,
+  type VersionStamp,
+} from '@otm/core';
 import { errorText } from '../error-text.js';
 import { redisFailure } from './errors.js';
 import { SEP, pad, type Keys } from './keys.js';

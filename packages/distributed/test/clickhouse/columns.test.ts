@@ -42,7 +42,13 @@ describe('eventColumns', () => {
           { associationType: 'reference', entityType: 'trip', uuid: 'aaaaaaaa-0000-4000-8000-000000000002' },
           { associationType: 'inline', entity: { entityType: 'sensor', id: 'aaaaaaaa-0000-4000-8000-000000000003' } },
         ],
-        geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.3, speed: { value: 10, unit: 'm/s' }, heading: { value: 90, unit: 'deg' } },
+        geoReference: {
+          type: 'latLonPointGeoReference',
+          lat: 52.1,
+          lon: 4.3,
+          speed: { value: 10, unit: 'm/s' },
+          heading: { value: 90, unit: 'deg' },
+        },
       },
       0,
     );
@@ -76,6 +82,14 @@ describe('eventColumns', () => {
       },
       0,
     );
-    expect(c).toMatchObject({ weight: 12.5, weight_unit: 't', weight_kg: 12500, weighing_type: 'calibrated', transport_equipment_id: 'x-1', lat: 52.1, lon: 4.3 });
+    expect(c).toMatchObject({
+      weight: 12.5,
+      weight_unit: 't',
+      weight_kg: 12500,
+      weighing_type: 'calibrated',
+      transport_equipment_id: 'x-1',
+      lat: 52.1,
+      lon: 4.3,
+    });
   });
 });

@@ -48,11 +48,42 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
           creationDate: '2024-03-01T10:00:00.250Z',
           vehicle: { associationType: 'inline', entity: { id: V1, entityType: 'vehicle' } },
           references: [ref('trip', T1)],
-          geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 4.3, speed: { value: 10, unit: 'm/s' }, heading: { value: 90, unit: 'deg' } },
+          geoReference: {
+            type: 'latLonPointGeoReference',
+            lat: 52.1,
+            lon: 4.3,
+            speed: { value: 10, unit: 'm/s' },
+            heading: { value: 90, unit: 'deg' },
+          },
         }),
-        put('acme', { id: sensor, eventType: 'sensorUpdateEvent', creationDate: '2024-03-01T10:00:01Z', sensor: ref('sensor', 'd0d0d0d0-0000-4000-8000-000000000001'), value: { value: -18.5, unit: 'Cel' } }),
-        put('acme', { id: fuel, eventType: 'fuelConsumedEvent', lifecycle: 'actual', creationDate: '2024-03-01T11:00:00Z', vehicle: ref('vehicle', V1), trip: { associationType: 'inline', entity: { id: T1 } }, fuel: 'diesel', amount: { value: 2, unit: 'gal' } }, 4),
-        put('acme', { id: weigh, eventType: 'weighEvent', creationDate: '2024-03-01T12:00:00Z', vehicle: ref('vehicle', V1), weighingResult: { weighingType: 'tare', weight: { value: 7.5, unit: 't' } } }),
+        put('acme', {
+          id: sensor,
+          eventType: 'sensorUpdateEvent',
+          creationDate: '2024-03-01T10:00:01Z',
+          sensor: ref('sensor', 'd0d0d0d0-0000-4000-8000-000000000001'),
+          value: { value: -18.5, unit: 'Cel' },
+        }),
+        put(
+          'acme',
+          {
+            id: fuel,
+            eventType: 'fuelConsumedEvent',
+            lifecycle: 'actual',
+            creationDate: '2024-03-01T11:00:00Z',
+            vehicle: ref('vehicle', V1),
+            trip: { associationType: 'inline', entity: { id: T1 } },
+            fuel: 'diesel',
+            amount: { value: 2, unit: 'gal' },
+          },
+          4,
+        ),
+        put('acme', {
+          id: weigh,
+          eventType: 'weighEvent',
+          creationDate: '2024-03-01T12:00:00Z',
+          vehicle: ref('vehicle', V1),
+          weighingResult: { weighingType: 'tare', weight: { value: 7.5, unit: 't' } },
+        }),
       ]);
       const rows = await store.query<Record<string, unknown>>(
         `SELECT * FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 ORDER BY event_time_ms`,
@@ -77,7 +108,14 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
         lifecycle_rank: 0,
         lifecycle: '',
       });
-      expect(s).toMatchObject({ event_id: sensor, sensor_id: 'd0d0d0d0-0000-4000-8000-000000000001', vehicle_id: '', sensor_value: -18.5, sensor_unit: 'Cel', lat: null });
+      expect(s).toMatchObject({
+        event_id: sensor,
+        sensor_id: 'd0d0d0d0-0000-4000-8000-000000000001',
+        vehicle_id: '',
+        sensor_value: -18.5,
+        sensor_unit: 'Cel',
+        lat: null,
+      });
       expect(f).toMatchObject({
         event_id: fuel,
         vehicle_id: V1,
@@ -93,14 +131,22 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       expect(w).toMatchObject({ event_id: weigh, weight: 7.5, weight_unit: 't', weight_kg: 7500, weighing_type: 'tare' });
 
       // moving an event to another vehicle and time leaves one live row; a delete leaves none
-      const moved = { id: loc, eventType: 'locationUpdateEvent', creationDate: '2024-03-05T10:00:00Z', vehicle: ref('vehicle', V2), geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 } };
+      const moved = {
+        id: loc,
+        eventType: 'locationUpdateEvent',
+        creationDate: '2024-03-05T10:00:00Z',
+        vehicle: ref('vehicle', V2),
+        geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 },
+      };
       await store.write([put('acme', moved)]);
       const live = await store.query<{ vehicle_id: string; lat: number }>(
         `SELECT vehicle_id, lat FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 AND event_id = '${loc}'`,
       );
       expect(live).toEqual([{ vehicle_id: V2, lat: 1 }]);
       await store.write([{ op: 'delete', tenant: 'acme', kind: 'events', key: fuel }]);
-      const left = await store.query<{ n: string }>(`SELECT count() AS n FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0`);
+      const left = await store.query<{ n: string }>(
+        `SELECT count() AS n FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0`,
+      );
       expect(Number(left[0]!.n)).toBe(3);
       expect(await store.get('acme', 'events', fuel)).toBeUndefined();
     } finally {
@@ -150,14 +196,31 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
         creationDate: '2024-03-01T10:00:00Z',
         name: odd,
         vehicle: { associationType: 'inline', entity: { id: odd, entityType: 'vehicle' } },
-        geoReference: { type: 'latLonPointGeoReference', lat: 1e-7, lon: -179.999999, speed: { value: 1e21, unit: odd }, heading: { value: 0, unit: '\\' } },
+        geoReference: {
+          type: 'latLonPointGeoReference',
+          lat: 1e-7,
+          lon: -179.999999,
+          speed: { value: 1e21, unit: odd },
+          heading: { value: 0, unit: '\\' },
+        },
       };
       await store.write([put('acme', doc)]);
       const [row] = await store.query<Record<string, unknown>>(`SELECT * FROM ${store.database}.otm_events WHERE event_id = '${id}'`);
       // ids are kept lower-cased, as storage keys are
-      expect(row).toMatchObject({ vehicle_id: odd.toLowerCase(), speed_unit: odd, heading_unit: '\\', lat: 1e-7, lon: -179.999999, speed: 1e21, heading: 0, doc: JSON.stringify(doc) });
+      expect(row).toMatchObject({
+        vehicle_id: odd.toLowerCase(),
+        speed_unit: odd,
+        heading_unit: '\\',
+        lat: 1e-7,
+        lon: -179.999999,
+        speed: 1e21,
+        heading: 0,
+        doc: JSON.stringify(doc),
+      });
       expect((await store.get('acme', 'events', id))?.json).toBe(JSON.stringify(doc));
-      const [ids] = await store.query<Record<string, unknown>>(`SELECT vehicle_id FROM ${store.database}.otm_event_ids WHERE event_id = '${id}'`);
+      const [ids] = await store.query<Record<string, unknown>>(
+        `SELECT vehicle_id FROM ${store.database}.otm_event_ids WHERE event_id = '${id}'`,
+      );
       expect(ids).toEqual({ vehicle_id: odd.toLowerCase() });
     } finally {
       await store.dropDatabase();
@@ -247,7 +310,13 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       const bad: DocumentWrite = {
         op: 'put',
         tenant: 'acme',
-        doc: { kind: 'events', key: id, lifecycleRank: 0, json: JSON.stringify({ id, eventType: 'locationUpdateEvent' }), stamp: { modified: 0, acceptedAt: Number.NaN } },
+        doc: {
+          kind: 'events',
+          key: id,
+          lifecycleRank: 0,
+          json: JSON.stringify({ id, eventType: 'locationUpdateEvent' }),
+          stamp: { modified: 0, acceptedAt: Number.NaN },
+        },
       };
       const err = await store.write([bad]).then(
         () => undefined,
@@ -286,7 +355,12 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       const co2 = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>
         ev(id, { eventType: 'emissionEvent', creationDate: `${day}T10:00:00Z`, vehicle, amount: { value: amount, unit }, ...over });
       const loc = (id: string, ms: number, lat: number, lon: number) =>
-        ev(id, { eventType: 'locationUpdateEvent', creationDate: new Date(ms).toISOString(), vehicle: ref('vehicle', V1), geoReference: { type: 'latLonPointGeoReference', lat, lon } });
+        ev(id, {
+          eventType: 'locationUpdateEvent',
+          creationDate: new Date(ms).toISOString(),
+          vehicle: ref('vehicle', V1),
+          geoReference: { type: 'latLonPointGeoReference', lat, lon },
+        });
       const u = () => randomUUID();
       const f3 = u();
       const e3 = u();
@@ -294,7 +368,14 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       const t0 = Date.parse('2024-03-01T06:00:00Z');
       const replayed = [put('acme', co2(u(), '2024-03-01', ref('vehicle', V1), 0.002, 't'))];
       await store.write([
-        put('acme', fuel(u(), '2024-03-01', ref('vehicle', V1), 10, 'l', { lifecycle: 'actual', trip: { associationType: 'inline', entity: { id: T1 } } }), 4),
+        put(
+          'acme',
+          fuel(u(), '2024-03-01', ref('vehicle', V1), 10, 'l', {
+            lifecycle: 'actual',
+            trip: { associationType: 'inline', entity: { id: T1 } },
+          }),
+          4,
+        ),
         put('acme', fuel(u(), '2024-03-01', ref('vehicle', V1), 500, 'ml', { references: [ref('trip', T1)] })),
         put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 2, 'gal', { lifecycle: 'projected' }), 3),
         put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 3, 'l', { lifecycle: 'actual' }), 4),
@@ -329,9 +410,10 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
 
     it('runs every SQL block as written', async () => {
       expect(blocks.length).toBeGreaterThanOrEqual(7);
-      for (const sql of blocks) await store.query(sql).catch((e: unknown) => {
-        throw new Error(`docs/analytics.md query failed: ${String(e)}\n${sql}`);
-      });
+      for (const sql of blocks)
+        await store.query(sql).catch((e: unknown) => {
+          throw new Error(`docs/analytics.md query failed: ${String(e)}\n${sql}`);
+        });
     });
 
     it('fuel and CO2 per vehicle per day', async () => {
@@ -350,7 +432,9 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     });
 
     it('distance per vehicle per day', async () => {
-      const rows = await store.query<{ vehicle_id: string; day: string; positions: number; km: number }>(named.get('distance_per_vehicle_day')!);
+      const rows = await store.query<{ vehicle_id: string; day: string; positions: number; km: number }>(
+        named.get('distance_per_vehicle_day')!,
+      );
       const hav = (lat1: number, lon1: number, lat2: number, lon2: number) => {
         const r = (d: number) => (d * Math.PI) / 180;
         const a = Math.sin(r(lat2 - lat1) / 2) ** 2 + Math.cos(r(lat1)) * Math.cos(r(lat2)) * Math.sin(r(lon2 - lon1) / 2) ** 2;

@@ -5,8 +5,7 @@ import { EVENT_COLUMNS, tsvEncoder, tsvLine } from '../../src/index.js';
 type Row = Record<(typeof EVENT_COLUMNS)[number], string | number | null>;
 
 /** A row of otm_events with every column set: `value(i)` for the i-th column. */
-const rowOf = (value: (i: number) => string | number | null): Row =>
-  Object.fromEntries(EVENT_COLUMNS.map((c, i) => [c, value(i)])) as Row;
+const rowOf = (value: (i: number) => string | number | null): Row => Object.fromEntries(EVENT_COLUMNS.map((c, i) => [c, value(i)])) as Row;
 
 describe('tsvEncoder', () => {
   const encode = tsvEncoder<Row>([...EVENT_COLUMNS]);

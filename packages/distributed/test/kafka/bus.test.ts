@@ -30,7 +30,9 @@ type Produced = { key: string; value: string | Buffer; headers?: Record<string, 
 /** Calls `seen` with the records of every produce request the bus makes, before kafkajs sends them. */
 async function watchRequests(bus: KafkaBus, seen: (records: Produced[]) => void): Promise<void> {
   type Request = { topicMessages: { messages: Produced[] }[] };
-  const producer = await (bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: Request) => Promise<unknown> }> }).connectedProducer();
+  const producer = await (
+    bus as unknown as { connectedProducer(): Promise<{ sendBatch: (b: Request) => Promise<unknown> }> }
+  ).connectedProducer();
   const real = producer.sendBatch.bind(producer);
   producer.sendBatch = (b) => {
     seen(b.topicMessages.flatMap((t) => t.messages));
@@ -120,7 +122,10 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await eventually(() => expect(applied).toEqual([1, 3, 4]));
 
     const dead: { value: string; headers: Record<string, string> }[] = [];
-    const reader = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `dlq-${randomUUID()}`, ...FAST_CONSUMER_SETTINGS });
+    const reader = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).consumer({
+      groupId: `dlq-${randomUUID()}`,
+      ...FAST_CONSUMER_SETTINGS,
+    });
     await reader.connect();
     await reader.subscribe({ topic: TOPICS.deadLetter, fromBeginning: true });
     await reader.run({
@@ -132,7 +137,12 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await eventually(() => expect(dead).toHaveLength(2));
     await reader.disconnect();
     expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(2);
-    expect(dead[0]!.headers).toMatchObject({ reason: 'cannot apply #2', code: 'invalidDocument', 'original-topic': topic, 'original-key': 'same' });
+    expect(dead[0]!.headers).toMatchObject({
+      reason: 'cannot apply #2',
+      code: 'invalidDocument',
+      'original-topic': topic,
+      'original-key': 'same',
+    });
     // #1..#3 went as one packed record (one publish, one key): the dead letter is #2 alone.
     expect(dead[0]!.headers['original-pack-index']).toBe('1/3');
     expect(dead[0]!.headers['original-partition']).toMatch(/^\d+$/);
@@ -186,7 +196,11 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await eventually(() => expect(applied).toEqual([11, 13]));
     const dead = await deadLettersOf(kafka.brokers, own, (d) => expect(d).toHaveLength(1));
     expect(JSON.parse(dead[0]!.value).acceptedAt).toBe(12);
-    expect(dead[0]!.headers).toMatchObject({ code: 'internal', reason: 'clickhouse: refused as malformed: Cannot parse input', 'original-key': 'k' });
+    expect(dead[0]!.headers).toMatchObject({
+      code: 'internal',
+      reason: 'clickhouse: refused as malformed: Cannot parse input',
+      'original-key': 'k',
+    });
     // Once in the chunk, once alone to find the culprit: never retried.
     expect(attempts).toBe(2);
     expect(log.warnings.filter((m) => m === 'handler failed; retrying the batch')).toEqual([]);
@@ -221,7 +235,9 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, maxRequestBytes: 100_000 });
     // Every produce request's bytes, as kafkajs is handed them.
     const requests: number[] = [];
-    await watchRequests(bus, (records) => requests.push(records.reduce((a, m) => a + Buffer.byteLength(m.key) + Buffer.byteLength(m.value), 0)));
+    await watchRequests(bus, (records) =>
+      requests.push(records.reduce((a, m) => a + Buffer.byteLength(m.key) + Buffer.byteLength(m.value), 0)),
+    );
     const applied: number[] = [];
     const sub = await bus.subscribe(own as Topic, `g-${randomUUID()}`, async (batch) => {
       for (const e of batch) applied.push(e.message.acceptedAt);
@@ -229,7 +245,11 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await sub.joined;
     // 60 messages of ~10 KB for one key (one partition: one record batch per request), one publish.
     const pad = 'p'.repeat(10_000);
-    const big = (n: number): Envelope => ({ topic: own as Topic, key: 'one-vehicle', message: { v: 1, op: 'delete', tenant: pad, kind: 'trips', key: `k${n}`, acceptedAt: n } });
+    const big = (n: number): Envelope => ({
+      topic: own as Topic,
+      key: 'one-vehicle',
+      message: { v: 1, op: 'delete', tenant: pad, kind: 'trips', key: `k${n}`, acceptedAt: n },
+    });
     await bus.publish(Array.from({ length: 60 }, (_, n) => big(n)));
     await eventually(() => expect(applied).toHaveLength(60));
     expect(applied).toEqual(Array.from({ length: 60 }, (_, n) => n));
@@ -250,7 +270,11 @@ describe.skipIf(!enabled)('KafkaBus', () => {
       for (const e of batch) seen.push(`${e.key}:${e.message.acceptedAt}`);
     });
     await sub.joined;
-    const msgs = [...Array.from({ length: 5 }, (_, n) => env(own, 'a', n)), env(own, 'b', 100), ...Array.from({ length: 3 }, (_, n) => env(own, 'c', 200 + n))];
+    const msgs = [
+      ...Array.from({ length: 5 }, (_, n) => env(own, 'a', n)),
+      env(own, 'b', 100),
+      ...Array.from({ length: 3 }, (_, n) => env(own, 'c', 200 + n)),
+    ];
     await bus.publish(msgs);
     await eventually(() => expect(seen).toHaveLength(9));
     expect(records).toEqual([
@@ -258,7 +282,8 @@ describe.skipIf(!enabled)('KafkaBus', () => {
       { key: 'b', pack: undefined },
       { key: 'c', pack: '3' },
     ]);
-    for (const k of ['a', 'b', 'c']) expect(seen.filter((x) => x.startsWith(`${k}:`))).toEqual(msgs.filter((m) => m.key === k).map((m) => `${k}:${m.message.acceptedAt}`));
+    for (const k of ['a', 'b', 'c'])
+      expect(seen.filter((x) => x.startsWith(`${k}:`))).toEqual(msgs.filter((m) => m.key === k).map((m) => `${k}:${m.message.acceptedAt}`));
     // maxBatch 2, but a record's 5 messages go in one batch: its offset is committed after all of them.
     expect(Math.max(...batches)).toBeGreaterThanOrEqual(5);
     await bus.close();

@@ -7,9 +7,17 @@ import { decodeRecord } from '../../src/kafka/record-pack.js';
 
 /** A record as kafkajs hands it to the consumer. */
 const record = (value: string | Buffer | null, headers?: Record<string, string>): KafkaMessage =>
-  ({ key: Buffer.from('k'), value: typeof value === 'string' ? Buffer.from(value) : value, headers, offset: '7', timestamp: '0', attributes: 0, size: 0 }) as KafkaMessage;
+  ({
+    key: Buffer.from('k'),
+    value: typeof value === 'string' ? Buffer.from(value) : value,
+    headers,
+    offset: '7',
+    timestamp: '0',
+    attributes: 0,
+    size: 0,
+  }) as KafkaMessage;
 
-const change = (n: number): ChangeMessage => ({ v: 1, op: 'delete', tenant: 't', kind: 'trips', key: `k#${n}`, acceptedAt: n }) as ChangeMessage;
+const change = (n: number): ChangeMessage => ({ v: 1, op: 'delete', tenant: 't', kind: 'trips', key: `k#${n}`, acceptedAt: n });
 
 describe('record-pack', () => {
   it('packRecords: one record per key and pack, in order per key, under the pack size; a message with a newline alone', () => {
@@ -40,7 +48,7 @@ describe('record-pack', () => {
 
   it('decodeRecord: a packed record gives its messages in order, only the last one marked last', () => {
     const [packed] = packRecords([1, 2, 3].map((n) => ({ key: 'k', value: encodeMessage(change(n)) })));
-    const decoded = decodeRecord('otm.entities', record(packed!.value as Buffer, packed!.headers));
+    const decoded = decodeRecord('otm.entities', record(packed!.value, packed!.headers));
     expect(decoded.map((d) => d.envelope?.message.acceptedAt)).toEqual([1, 2, 3]);
     expect(decoded.map((d) => d.last)).toEqual([false, false, true]);
     expect(decoded.map((d) => d.part)).toEqual([0, 1, 2].map((index) => ({ index, of: 3 })));

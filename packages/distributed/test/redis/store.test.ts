@@ -52,7 +52,13 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
     const a = new RedisEntityStore({ url: redis.url, prefix: 'race' });
     const b = new RedisEntityStore({ url: redis.url, prefix: 'race' });
     const key = randomUUID();
-    const version = (json: string, at: number) => ({ kind: 'vehicles' as const, key, lifecycleRank: 0, json, stamp: { modified: at, acceptedAt: at } });
+    const version = (json: string, at: number) => ({
+      kind: 'vehicles' as const,
+      key,
+      lifecycleRank: 0,
+      json,
+      stamp: { modified: at, acceptedAt: at },
+    });
     await b.unit(async (tx) => tx.put('t', version('{"v":1}', 1)));
     const seen: Array<string | undefined> = [];
     await a.unit(async (tx) => {
@@ -79,7 +85,9 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
   it('acknowledged units survive a restart of Redis (appendonly yes, appendfsync always)', async () => {
     const store = new RedisEntityStore({ url: redis.url, prefix: 'rs' });
     const key = randomUUID();
-    await store.unit(async (tx) => tx.put('t', { kind: 'trips', key, lifecycleRank: 0, json: '{}', stamp: { modified: 0, acceptedAt: 1 } }));
+    await store.unit(async (tx) =>
+      tx.put('t', { kind: 'trips', key, lifecycleRank: 0, json: '{}', stamp: { modified: 0, acceptedAt: 1 } }),
+    );
     await redis.restart();
     const again = new RedisEntityStore({ url: redis.url, prefix: 'rs' });
     expect((await again.get('t', 'trips', key))?.json).toBe('{}');
@@ -123,7 +131,13 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
   });
 
   describe('the latest version kept in the process (CLIENT TRACKING)', () => {
-    const version = (key: string, v: number) => ({ kind: 'trips' as const, key, lifecycleRank: 0, json: `{"v":${v}}`, stamp: { modified: v, acceptedAt: v } });
+    const version = (key: string, v: number) => ({
+      kind: 'trips' as const,
+      key,
+      lifecycleRank: 0,
+      json: `{"v":${v}}`,
+      stamp: { modified: v, acceptedAt: v },
+    });
     const hashKey = (prefix: string, key: string) => `${prefix}:e:{t:trips:${key}}`;
 
     it('answers again from memory, and drops a version another client changed or removed', async () => {
@@ -189,7 +203,7 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
         expect((await a.get('t', 'trips', key))?.json).toBe('{"v":1}');
         // The connection that receives the invalidations goes away; a change made meanwhile is
         // announced to nobody.
-        await raw.client('KILL', 'TYPE', 'pubsub');
+        await raw.call('CLIENT', 'KILL', 'TYPE', 'pubsub');
         await raw.hset(hashKey('tc', key), '0', encodeVersion('{"v":2}', { modified: 2, acceptedAt: 2 }));
         expect(await until(async () => (await a.get('t', 'trips', key))?.json === '{"v":2}')).toBe(true);
         // Back on a new connection (ioredis reconnects): kept again, and dropped again on a change.
@@ -233,7 +247,8 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       reader.duplicate = (override) => {
         const other = duplicate(override);
         const info = other.info.bind(other);
-        other.info = (async (...args: Parameters<typeof info>) => String(await info(...args)).replace(/^run_id:\w+/m, 'run_id:0123456789abcdef')) as typeof other.info;
+        other.info = (async (...args: Parameters<typeof info>) =>
+          String(await info(...args)).replace(/^run_id:\w+/m, 'run_id:0123456789abcdef')) as typeof other.info;
         return other;
       };
       const cache = new TrackedCache(reader);
@@ -246,7 +261,7 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
       }
     });
 
-    it('names the current listener connection when an earlier connection\'s setup answers late', async () => {
+    it("names the current listener connection when an earlier connection's setup answers late", async () => {
       // The listener's first connection goes away while its setup is under way, and that setup's
       // answers come back only after the next connection's setup turned tracking on. Were the late
       // setup to record its (closed) connection's client id, the reader's next reconnection would

@@ -75,13 +75,15 @@ const MOVE_CHUNK = 2_000;
 /** A short read of a sealed segment: the file is shorter than it was a moment ago. */
 async function readFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
   const { bytesRead } = await fh.read(buf, 0, buf.length, position);
-  if (bytesRead !== buf.length) throw new AdapterError('event-log', `event log: short read (${bytesRead} of ${buf.length} bytes)`, { retryable: false });
+  if (bytesRead !== buf.length)
+    throw new AdapterError('event-log', `event log: short read (${bytesRead} of ${buf.length} bytes)`, { retryable: false });
 }
 
 /** A short write of the new generation: a full disk, most often; a later compaction may succeed. */
 async function writeFully(fh: fs.promises.FileHandle, buf: Buffer, position: number): Promise<void> {
   const { bytesWritten } = await fh.write(buf, 0, buf.length, position);
-  if (bytesWritten !== buf.length) throw new AdapterError('event-log', `event log: short write (${bytesWritten} of ${buf.length} bytes)`, { retryable: true });
+  if (bytesWritten !== buf.length)
+    throw new AdapterError('event-log', `event log: short write (${bytesWritten} of ${buf.length} bytes)`, { retryable: true });
 }
 
 export interface CompactionContext {
@@ -351,7 +353,11 @@ export class Compactor {
       }
       // A record that is not whole in a sealed segment: damage, which a retry does not mend.
       if (i === 0) {
-        throw new AdapterError('event-log', `event log ${segmentName(n, this.ctx.segments.gens.get(n))}: a damaged record at byte ${at}; not compacted`, { retryable: false });
+        throw new AdapterError(
+          'event-log',
+          `event log ${segmentName(n, this.ctx.segments.gens.get(n))}: a damaged record at byte ${at}; not compacted`,
+          { retryable: false },
+        );
       }
       at += i;
       await new Promise((r) => setImmediate(r));

@@ -48,7 +48,8 @@ export const encodePos = (p: Pos): Buffer => {
   return b;
 };
 export const decodePos = (b: Buffer): Pos => {
-  if (b.length !== 16) throw new AdapterError('event-log', `event index: a position of ${b.length} bytes, not 16; the index is damaged`, { retryable: false });
+  if (b.length !== 16)
+    throw new AdapterError('event-log', `event index: a position of ${b.length} bytes, not 16; the index is damaged`, { retryable: false });
   return { seg: b.readUInt32LE(0), gen: b.readUInt32LE(12), off: b.readUInt32LE(4), len: b.readUInt32LE(8) };
 };
 
@@ -181,7 +182,9 @@ export class IndexWriter {
           if (this.indexFailed) return;
           this.indexFailed = true;
           eventIndexFailed.set(1);
-          this.warn?.(`event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`);
+          this.warn?.(
+            `event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`,
+          );
           this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
         },
       )

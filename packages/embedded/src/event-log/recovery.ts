@@ -111,7 +111,8 @@ function pickGenerations(ctx: RecoveryContext): number[] {
     const moving = meta.get(movingKey(n));
     if (moving !== undefined) {
       const to = Number(moving);
-      if (!byGen.has(to)) throw damaged(`event log: segment ${n} was being moved to ${segmentName(n, to)}, which is missing; the log is damaged`);
+      if (!byGen.has(to))
+        throw damaged(`event log: segment ${n} was being moved to ${segmentName(n, to)}, which is missing; the log is damaged`);
       rollForward(ctx, n, gen, to);
       // Named as the segment's before the old file goes: a stop in between finds a whole log.
       ctx.root.transactionSync(() => {
@@ -158,9 +159,10 @@ function rollForward(ctx: RecoveryContext, n: number, from: number, to: number):
       batch = [];
       ctx.root.transactionSync(() => todo.forEach(([k, v]) => index.putSync(k, v)));
     };
-    for (let at = 0; at < size; ) {
+    for (let at = 0; at < size;) {
       const body = readRecordSync(fd, at, size, head);
-      if (typeof body === 'string') throw damaged(`event log ${name}: ${body} at byte ${at} of ${size} in a compacted segment; the log is damaged`);
+      if (typeof body === 'string')
+        throw damaged(`event log ${name}: ${body} at byte ${at} of ${size} in a compacted segment; the log is damaged`);
       const kb = body.readUInt16LE(1);
       if (body[0] === OP_PUT) {
         const k = body.toString('utf8', 3, 3 + kb);
@@ -199,7 +201,9 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
   while (at < fileSize) {
     const torn = (why: string) => {
       if (!last) throw damaged(`event log ${name}: ${why} at byte ${at} of ${fileSize}, not at the end of the log; the log is damaged`);
-      ctx.warn?.(`event log ${name}: ${why} at byte ${at}; cutting off the last ${fileSize - at} bytes (a write cut off by a crash, never acknowledged)`);
+      ctx.warn?.(
+        `event log ${name}: ${why} at byte ${at}; cutting off the last ${fileSize - at} bytes (a write cut off by a crash, never acknowledged)`,
+      );
       fs.ftruncateSync(fd, at);
       fs.fsyncSync(fd);
     };

@@ -53,7 +53,8 @@ const SEGMENT_FLAGS = fs.constants.O_RDWR | fs.constants.O_DSYNC;
 const SYNC_READ_MAX = 64 * 1024;
 
 /** A read that found fewer bytes than the index names: the file does not hold them, and never will. */
-const shortRead = (n: number, len: number) => new AdapterError('event-log', `event log: short read (${n} of ${len} bytes)`, { retryable: false });
+const shortRead = (n: number, len: number) =>
+  new AdapterError('event-log', `event log: short read (${n} of ${len} bytes)`, { retryable: false });
 
 function preadSync(fd: number, len: number, position: number): Buffer {
   const b = Buffer.allocUnsafe(len);
@@ -135,7 +136,8 @@ export class SegmentFiles {
           const want = part.reduce((a, b) => a + b.length, 0);
           const wrote = await writev(fd, part, at);
           // A full disk, most often: the same write may succeed once there is space.
-          if (wrote !== want) throw new AdapterError('event-log', `event log: short write (${wrote} of ${want} bytes)`, { retryable: true });
+          if (wrote !== want)
+            throw new AdapterError('event-log', `event log: short write (${wrote} of ${want} bytes)`, { retryable: true });
           at += want;
         }
       } catch (e) {
@@ -151,7 +153,10 @@ export class SegmentFiles {
         // The log is as before the write (a full disk, an I/O error): the same write may succeed later.
         throw e instanceof AdapterError
           ? e
-          : new AdapterError('event-log', `event log: the write failed (${(e as Error)?.message ?? e}); nothing of it was kept`, { retryable: true, cause: e });
+          : new AdapterError('event-log', `event log: the write failed (${(e as Error)?.message ?? e}); nothing of it was kept`, {
+              retryable: true,
+              cause: e,
+            });
       } finally {
         this.release(fd);
       }

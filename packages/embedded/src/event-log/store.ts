@@ -145,8 +145,8 @@ export class LogEventStore implements EventStore {
     return this.compactor.compact(minDeadRatio);
   }
 
-  async ready(): Promise<boolean> {
-    return !this.closed;
+  ready(): Promise<boolean> {
+    return Promise.resolve(!this.closed);
   }
 
   /** Waits for queued writes, then for the index to commit, and closes the segment files. */

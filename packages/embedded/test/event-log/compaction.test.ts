@@ -3,7 +3,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AdapterError, type DocumentWrite } from '@otm/core';
-import { clearIndex, del, failCommits, put, read, segments, useTempStores, value, type EmbeddedStores, type EmbeddedStoreOptions } from './helpers.js';
+import {
+  clearIndex,
+  del,
+  failCommits,
+  put,
+  read,
+  segments,
+  useTempStores,
+  value,
+  type EmbeddedStores,
+  type EmbeddedStoreOptions,
+} from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
 
@@ -108,7 +119,12 @@ describe('event log compaction', () => {
       },
     };
     s = openAt(dir, opts);
-    await s.events.write([put('k1', fixed(1)), put('k2', fixed(2)), put('k3', fixed(3)), ...Array.from({ length: 15 }, (_, j) => put(`d${j}`, fixed(j)))]);
+    await s.events.write([
+      put('k1', fixed(1)),
+      put('k2', fixed(2)),
+      put('k3', fixed(3)),
+      ...Array.from({ length: 15 }, (_, j) => put(`d${j}`, fixed(j))),
+    ]);
     await s.events.write(Array.from({ length: 15 }, (_, j) => put(`d${j}`, fixed(j, 1))));
     await s.events.write([put('tail', fixed(0))]);
     expect((await s.events.compact()).compacted).toEqual([1]);
@@ -183,14 +199,13 @@ describe('event log compaction', () => {
 
   it('moves the index to the new generation a chunk at a time, reading from both files meanwhile', async () => {
     const dir = tmp();
-    let s: EmbeddedStores | undefined;
     const seen: string[][] = [];
-    s = openAt(
+    const s: EmbeddedStores = openAt(
       dir,
       chunked(async () => {
         // Between two chunks: some entries name generation 1, the others still generation 0.
         seen.push(segments(dir));
-        await halfReplacedReads(s!);
+        await halfReplacedReads(s);
       }),
     );
     await halfReplaced(s);
@@ -205,13 +220,12 @@ describe('event log compaction', () => {
 
   it('a write or a deletion between two chunks of the move wins over it, also after a restart and a rebuild', async () => {
     const dir = tmp();
-    let s: EmbeddedStores | undefined;
     let steps = 0;
-    s = openAt(
+    const s: EmbeddedStores = openAt(
       dir,
       chunked(async () => {
         // After the first chunk: a10..a12 moved, a13..a17 not yet.
-        if (steps++ === 0) await s!.events.write([del('a16'), put('a17', fixed(17, 9))]);
+        if (steps++ === 0) await s.events.write([del('a16'), put('a17', fixed(17, 9))]);
       }),
     );
     await halfReplaced(s);
@@ -229,11 +243,10 @@ describe('event log compaction', () => {
     const dir = tmp();
     const warnings: string[] = [];
     let restore: (() => void) | undefined;
-    let s: EmbeddedStores | undefined;
-    s = openAt(
+    const s: EmbeddedStores = openAt(
       dir,
       chunked(
-        () => void (restore ??= failCommits(s!)), // the second chunk fails
+        () => void (restore ??= failCommits(s)), // the second chunk fails
         (m) => warnings.push(m),
       ),
     );
@@ -315,9 +328,8 @@ describe('event log compaction', () => {
       const k = keys[Math.floor(random() * keys.length)]!;
       expect(await read(store, k)).toBe(model.get(k));
     };
-    let s: EmbeddedStores | undefined;
     let inSteps = 0;
-    s = openAt(dir, {
+    const s: EmbeddedStores = openAt(dir, {
       eventSegmentBytes: 2048,
       eventCompaction: {
         intervalMs: 0,
@@ -326,7 +338,7 @@ describe('event log compaction', () => {
         onStep: async (step: string) => {
           if (step !== 'committed' && random() < 0.5) {
             inSteps++;
-            await change(s!);
+            await change(s);
           }
         },
       },
@@ -349,7 +361,15 @@ describe('event log compaction', () => {
 
   it('after a crash: a new generation that was not committed is removed at start, and so is an old one that was', async () => {
     const dir = tmp();
-    const crash = { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 0, onStep: (step: string) => { if (step === 'committed') throw new Error('crash'); } } };
+    const crash = {
+      eventSegmentBytes: 4096,
+      eventCompaction: {
+        intervalMs: 0,
+        onStep: (step: string) => {
+          if (step === 'committed') throw new Error('crash');
+        },
+      },
+    };
     const s = openAt(dir, crash);
     await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
     await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
@@ -364,7 +384,9 @@ describe('event log compaction', () => {
     const warnings: string[] = [];
     const again = openAt(dir, { ...small, warn: (m) => warnings.push(m) });
     expect(segments(dir)).toEqual(['0000000001.1.log', '0000000002.log']);
-    expect(warnings.join('\n')).toMatch(/removed 0000000001\.log.*\n.*removed 0000000001\.2\.log|removed 0000000001\.2\.log.*\n.*removed 0000000001\.log/);
+    expect(warnings.join('\n')).toMatch(
+      /removed 0000000001\.log.*\n.*removed 0000000001\.2\.log|removed 0000000001\.2\.log.*\n.*removed 0000000001\.log/,
+    );
     for (let j = 0; j < 18; j++) expect(await read(again, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));
     await closeIt(again);
     await clearIndex(dir);
@@ -382,7 +404,11 @@ describe('event log compaction', () => {
     fs.closeSync(fd);
     const refused = await s.events.compact().catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(AdapterError);
-    expect(refused).toMatchObject({ adapter: 'event-log', retryable: false, message: expect.stringMatching(/a damaged record at byte 0; not compacted/) });
+    expect(refused).toMatchObject({
+      adapter: 'event-log',
+      retryable: false,
+      message: expect.stringMatching(/a damaged record at byte 0; not compacted/),
+    });
     expect(segments(dir)).toEqual(['0000000001.log', '0000000002.log']);
     expect(await read(s, 'a15')).toBe(fixed(15));
   });

@@ -38,10 +38,19 @@ export function useTempStores() {
   return { tmp, openAt, closeIt };
 }
 
-export const put = (key: string, json: string, rank = 0): DocumentWrite => ({ op: 'put', tenant: 't', doc: { kind: 'events', key, lifecycleRank: rank, json } });
+export const put = (key: string, json: string, rank = 0): DocumentWrite => ({
+  op: 'put',
+  tenant: 't',
+  doc: { kind: 'events', key, lifecycleRank: rank, json },
+});
 export const del = (key: string): DocumentWrite => ({ op: 'delete', tenant: 't', kind: 'events', key });
-export const doc = (i: number) => JSON.stringify({ id: `e${i}`, eventType: 'locationUpdateEvent', name: `event ${i} é ${'x'.repeat(i % 50)}` });
-export const segments = (dir: string) => fs.readdirSync(path.join(dir, 'events')).filter((f) => f.endsWith('.log')).sort();
+export const doc = (i: number) =>
+  JSON.stringify({ id: `e${i}`, eventType: 'locationUpdateEvent', name: `event ${i} é ${'x'.repeat(i % 50)}` });
+export const segments = (dir: string) =>
+  fs
+    .readdirSync(path.join(dir, 'events'))
+    .filter((f) => f.endsWith('.log'))
+    .sort();
 export const value = async (metric: string) => (await registry.getSingleMetric(metric)!.get()).values[0]!.value;
 export const lastSegment = (dir: string) => path.join(dir, 'events', segments(dir).at(-1)!);
 export const read = async (s: EmbeddedStores, key: string) => (await s.events.get('t', 'events', key))?.json;

@@ -24,7 +24,12 @@ describe('event log index', () => {
     await s.events.write([put('after', doc(3))]);
     await closeIt(s);
     const again = openAt(dir);
-    for (const [k, i] of [['before', 1], ['during', 2], ['after', 3]] as const) expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
+    for (const [k, i] of [
+      ['before', 1],
+      ['during', 2],
+      ['after', 3],
+    ] as const)
+      expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
   });
 
   it('reads positions of 16 bytes only: another value is a damaged index, a non-retryable AdapterError', async () => {

@@ -54,7 +54,7 @@ describe('event log segments', () => {
     await s.events.write([put('before', doc(1))]);
     const size = fs.statSync(lastSegment(dir)).size;
     const eio = Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
-    const writev = vi.spyOn(fs, 'writev').mockImplementationOnce(((...args: unknown[]) => (args.at(-1) as (e: Error) => void)(eio)) as typeof fs.writev);
+    const writev = vi.spyOn(fs, 'writev').mockImplementationOnce((...args: unknown[]) => (args.at(-1) as (e: Error) => void)(eio));
     try {
       const refused = await s.events.write([put('failed', doc(2))]).catch((e: unknown) => e);
       expect(refused).toBeInstanceOf(AdapterError);

@@ -35,7 +35,9 @@ describe('event log store', () => {
     const tenants = ['t', 'acme.eu_1-2', 'café', 'a\u0003b', '\u001bx', '~'];
     const dir = tmp();
     const s = openAt(dir);
-    await s.events.write(tenants.map((tenant, i) => ({ op: 'put', tenant, doc: { kind: 'events', key: `k${i}`, lifecycleRank: 4, json: doc(i) } })));
+    await s.events.write(
+      tenants.map((tenant, i) => ({ op: 'put', tenant, doc: { kind: 'events', key: `k${i}`, lifecycleRank: 4, json: doc(i) } })),
+    );
     await closeIt(s);
     const again = openAt(dir);
     for (const [i, tenant] of tenants.entries()) {

@@ -15,7 +15,17 @@
  */
 import { isUtf8 } from 'node:buffer';
 import type { KindSegment, OtmError } from '@otm/model';
-import { OtmServiceError, invalidDocument, lifecycleRank, membersWithin, modifiedOf, parseJsonText, tooDeep, type ErrorCode, type ErrorItem } from '@otm/core';
+import {
+  OtmServiceError,
+  invalidDocument,
+  lifecycleRank,
+  membersWithin,
+  modifiedOf,
+  parseJsonText,
+  tooDeep,
+  type ErrorCode,
+  type ErrorItem,
+} from '@otm/core';
 import { checkDocument, isPlainTelemetry, telemetryKey } from '../check-document.js';
 import { arraySpans, countArrayItems, countLines, forEachLine, lineSpan, textStart, type ScannedValue } from '../item-bytes.js';
 
@@ -111,7 +121,11 @@ export function cappedErrors(errors: OtmError[]): OtmError[] {
   const more = unlisted === null ? errors.length - (ITEM_ERRORS - 1) : errors.length - ITEM_ERRORS + Number(unlisted[1]);
   return [
     ...errors.slice(0, ITEM_ERRORS - 1),
-    { type: 'invalidField', field: '$', message: `${more} more problems not listed (at most ${ITEM_ERRORS} items are reported for one document of a bulk request)` },
+    {
+      type: 'invalidField',
+      field: '$',
+      message: `${more} more problems not listed (at most ${ITEM_ERRORS} items are reported for one document of a bulk request)`,
+    },
   ];
 }
 
@@ -123,7 +137,10 @@ const tooMany = (max: number): OtmServiceError =>
 
 const isJsonSpace = (c: number): boolean => c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 const EMPTY: OtmError = { type: 'invalidJson', message: 'the request body is empty; a JSON document is expected' };
-const NOT_AN_ARRAY: OtmError = { type: 'invalidJson', message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)' };
+const NOT_AN_ARRAY: OtmError = {
+  type: 'invalidJson',
+  message: 'a bulk body is a JSON array of documents, or NDJSON (application/x-ndjson)',
+};
 
 /**
  * The documents of a body, each with its member count (from the depth check's walk), and where each

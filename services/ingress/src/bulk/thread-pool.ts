@@ -21,7 +21,8 @@ export interface BulkCheckerOptions {
 const THREAD_MODULE = new URL('../../dist/bulk/thread.js', import.meta.url).href;
 
 /** Whether the body owns all of its memory, so that it can be moved to a thread instead of copied. */
-const ownsBuffer = (b: Uint8Array): boolean => b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer;
+const ownsBuffer = (b: Uint8Array): boolean =>
+  b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && b.buffer instanceof ArrayBuffer;
 
 export class BulkChecker {
   private readonly pool: Piscina<BulkCheckTask, CheckedBulk | RefusedBulk> | undefined;
@@ -31,7 +32,13 @@ export class BulkChecker {
     this.minBytes = opts.minBytes ?? 65_536;
     this.pool =
       opts.threads > 0
-        ? new Piscina({ filename: THREAD_MODULE, name: 'default', minThreads: opts.threads, maxThreads: opts.threads, idleTimeout: Infinity })
+        ? new Piscina({
+            filename: THREAD_MODULE,
+            name: 'default',
+            minThreads: opts.threads,
+            maxThreads: opts.threads,
+            idleTimeout: Infinity,
+          })
         : undefined;
   }
 
