@@ -85,7 +85,10 @@ export interface Config {
   };
 }
 
-/** Every variable the service reads, with its meaning; the README's table is written from this. */
+/**
+ * Every variable the service reads, with its meaning. A test keeps it, the variables `loadConfig`
+ * reads and the table of docs/configuration.md in step.
+ */
 export const CONFIG_VARIABLES = {
   PORT: 'TCP port of the HTTP interface (default 8080)',
   HOST: 'address to listen on (default 127.0.0.1)',

@@ -10,5 +10,3 @@ export const isLifecycle = (s: unknown): s is Lifecycle => typeof s === 'string'
 
 /** 0 for no lifecycle, 1 (requested) to 5 (realized). */
 export const lifecycleRank = (s: unknown): number => (isLifecycle(s) ? LIFECYCLES.indexOf(s) + 1 : 0);
-
-export const lifecycleOfRank = (rank: number): Lifecycle | undefined => LIFECYCLES[rank - 1];

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../src/index.js';
+import { readFileSync } from 'node:fs';
+import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/index.js';
 
 describe('loadConfig', () => {
   it('has defaults for the embedded deployment', () => {
@@ -92,5 +93,23 @@ describe('loadConfig', () => {
       ['acme', ['read', 'write']],
       ['acme', ['read']],
     ]);
+  });
+});
+
+describe('the list of variables', () => {
+  const source = readFileSync(new URL('../src/config.ts', import.meta.url), 'utf8');
+  const docs = readFileSync(new URL('../../../docs/configuration.md', import.meta.url), 'utf8');
+  const listed = Object.keys(CONFIG_VARIABLES).sort();
+
+  it('names every variable loadConfig reads', () => {
+    const body = source.slice(source.indexOf('export function loadConfig'));
+    const read = new Set<string>();
+    for (const m of body.matchAll(/env(?:, |\.)'?([A-Z][A-Z0-9_]+)'?/g)) read.add(m[1]!);
+    expect([...read].sort()).toEqual(listed);
+  });
+
+  it('is documented in docs/configuration.md, every variable in its table', () => {
+    const documented = new Set([...docs.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!));
+    expect(listed.filter((v) => !documented.has(v))).toEqual([]);
   });
 });
