@@ -181,7 +181,9 @@ interface HolderWork {
   readonly held: Written[];
 }
 
-const versionId = (tenant: string, kind: string, key: string, rank: number): string => `${tenant}\u0000${kind}\u0000${key}\u0000${rank}`;
+/** One string for an entity (tenant, kind, key), and for one lifecycle version of it. */
+const entityId = (tenant: string, kind: string, key: string): string => `${tenant}\u0000${kind}\u0000${key}`;
+const versionId = (tenant: string, kind: string, key: string, rank: number): string => `${entityId(tenant, kind, key)}\u0000${rank}`;
 
 /** Whether `path` lies inside (or is) the member at `prefix`. */
 function isUnder(path: ReadonlyArray<string | number>, prefix: ReadonlyArray<string | number>): boolean {
@@ -343,7 +345,7 @@ class Engine {
     const work = new Map<string, HolderWork>();
     const holdersOf = new Map<string, HolderRef[]>();
     for (const w of this.written.values()) {
-      const entity = `${w.tenant}\u0000${w.kind}\u0000${w.key}`;
+      const entity = entityId(w.tenant, w.kind, w.key);
       let refs = holdersOf.get(entity);
       if (refs === undefined) holdersOf.set(entity, (refs = await this.tx.holders(w.tenant, w.kind, w.key)));
       for (const ref of refs) {
@@ -398,9 +400,9 @@ class Engine {
     // An entity the holder no longer holds (in any lifecycle) no longer has it as a holder.
     const still = new Set<string>();
     for (const copy of copies) {
-      if (typeof copy.entity.id === 'string' && copy.entity.id !== '') still.add(`${copy.kind}\u0000${storageKey(copy.entity.id)}`);
+      if (typeof copy.entity.id === 'string' && copy.entity.id !== '') still.add(entityId(tenant, copy.kind, storageKey(copy.entity.id)));
     }
-    for (const w of held) if (!still.has(`${w.kind}\u0000${w.key}`)) this.tx.removeHolder(tenant, { kind: w.kind, key: w.key }, ref);
+    for (const w of held) if (!still.has(entityId(tenant, w.kind, w.key))) this.tx.removeHolder(tenant, { kind: w.kind, key: w.key }, ref);
   }
 
   private async applyPending(tenant: string, kind: KindSegment, key: string): Promise<void> {

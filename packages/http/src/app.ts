@@ -29,7 +29,7 @@ import {
   type Scope,
 } from '@otm/core';
 import { openApiDocument } from './openapi.js';
-import { clip, jsonMediaType } from './params.js';
+import { clip, contentCodings, jsonMediaType } from './params.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -152,10 +152,7 @@ function framingRefusal(req: FastifyRequest): [number, AnswerItem] | undefined {
   }
   const ce = headers['content-encoding'];
   if (ce !== undefined) {
-    const codings = ce
-      .split(',')
-      .map((c) => c.trim().toLowerCase())
-      .filter((c) => c !== '' && c !== 'identity');
+    const codings = contentCodings(ce);
     const accepted = req.routeOptions.config?.contentEncodings ?? [];
     if (codings.length > 1 || (codings.length === 1 && !accepted.includes(codings[0]!))) {
       const allowed = accepted.length === 0 ? 'send the body without a content coding' : `use ${accepted.join(' or ')}, or none`;

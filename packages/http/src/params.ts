@@ -22,6 +22,18 @@ const NDJSON_ESSENCE = /^application\/(x-)?ndjson$/;
 const CHARSET_PARAM = /;\s*charset\s*=\s*("(?:[^"\\]|\\.)*"|[^;\s]*)/gi;
 
 /**
+ * The content codings a `Content-Encoding` header lists, lower case, in order, `identity` left out
+ * (it changes nothing): `gzip, br` gives ['gzip', 'br']; no header, or `identity`, gives [].
+ */
+export function contentCodings(header: string | undefined): string[] {
+  if (header === undefined) return [];
+  return header
+    .split(',')
+    .map((c) => c.trim().toLowerCase())
+    .filter((c) => c !== '' && c !== 'identity');
+}
+
+/**
  * The kind of body a Content-Type announces: `json` for `application/json` and `application/*+json`,
  * `ndjson` for `application/x-ndjson` and `application/ndjson`, in any case, with or without
  * parameters; `unsupported-charset` when one of those has a `charset` other than UTF-8 (the name

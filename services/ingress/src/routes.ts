@@ -8,7 +8,7 @@ import zlib from 'node:zlib';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { OtmError } from '@otm/model';
 import { OtmServiceError, invalidDocument, jsonOf } from '@otm/core';
-import { JSON_TYPE, clip, jsonMediaType, kindParam, onlyQuery, uuidParam } from '@otm/http';
+import { JSON_TYPE, clip, contentCodings, jsonMediaType, kindParam, onlyQuery, uuidParam } from '@otm/http';
 import { cappedErrors, refusal, type BulkFormat } from './bulk/check-body.js';
 import type { BulkChecker } from './bulk/thread-pool.js';
 import type { BulkResult, Ingress } from './ingress.js';
@@ -107,11 +107,7 @@ export function bulkContent(
   contentType: string | undefined,
   contentEncoding: string | undefined,
 ): BulkContent | OtmServiceError | undefined {
-  // As the HTTP app reads the header: a list, `identity` changing nothing.
-  const codings = (contentEncoding ?? '')
-    .split(',')
-    .map((c) => c.trim().toLowerCase())
-    .filter((c) => c !== '' && c !== 'identity');
+  const codings = contentCodings(contentEncoding);
   if (codings.length > 1 || (codings.length === 1 && codings[0] !== 'gzip')) {
     return unsupported(
       `a bulk body is sent as it is or compressed with gzip (Content-Encoding: gzip), got Content-Encoding '${clip(contentEncoding!)}'`,
