@@ -8,7 +8,7 @@
  * 60 and `...`. See README.md for the validation policy.
  */
 import { clip, compiled, validateAgainst, type OtmError } from './validate.js';
-import { ENTITY_TYPES_OF_KIND, isKindSegment, kindInfo, type KindInfo, type KindSegment } from './kinds.js';
+import { ENTITY_TYPES_OF_KIND, KINDS, isKindSegment, kindInfo, type KindInfo, type KindSegment } from './kinds.js';
 import { PATCH_SUFFIX } from './transform.js';
 import type {
   Trip,
@@ -112,21 +112,5 @@ export function validatePatch(kind: KindSegment, patch: unknown): OtmError[] {
 
 /** Compiles the validators of all kinds now (otherwise each is compiled on its first use). */
 export function precompile(): void {
-  for (const k of [
-    'vehicles',
-    'routes',
-    'sensors',
-    'locations',
-    'actors',
-    'consignments',
-    'trips',
-    'events',
-    'actions',
-    'goods',
-    'documents',
-    'transportOrders',
-    'constraints',
-  ] as const) {
-    compiled(kindInfo(k).schema, false);
-  }
+  for (const k of KINDS) compiled(k.schema, false);
 }
