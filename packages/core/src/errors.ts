@@ -13,12 +13,24 @@ export const ErrorCode = {
   payloadTooLarge: 'payloadTooLarge',
   unsupportedMediaType: 'unsupportedMediaType',
   unavailable: 'unavailable',
+  // Answers given before a request reaches a route: too slow, a path or headers too long, an
+  // expectation the service does not meet.
+  requestTimeout: 'requestTimeout',
+  uriTooLong: 'uriTooLong',
+  headersTooLarge: 'headersTooLarge',
+  expectationFailed: 'expectationFailed',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 
 /** One item of an error answer: the model's error items, plus our own `type`s for non-400 answers. */
-export type ErrorItem = OtmError | { type: Exclude<ErrorCode, 'invalidDocument' | 'internal'>; message: string };
+export type ErrorItem = OtmError | { type: AnswerType; message: string };
+
+/** The `type` of the items of every non-400 error answer, in the order the OpenAPI lists them. */
+export const ANSWER_TYPES = Object.values(ErrorCode).filter(
+  (c): c is Exclude<ErrorCode, 'invalidDocument' | 'internal'> => c !== 'invalidDocument' && c !== 'internal',
+);
+export type AnswerType = (typeof ANSWER_TYPES)[number];
 
 export class OtmServiceError extends Error {
   readonly code: ErrorCode;

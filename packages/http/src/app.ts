@@ -62,15 +62,8 @@ export interface HttpAppOptions {
 /** The content type of every JSON answer. */
 export const JSON_TYPE = 'application/json; charset=utf-8';
 
-/**
- * An item of an error answer: the model's items and the service's own, and those of answers given
- * before a request reaches a route (a request too slow, a path or headers too long, an expectation
- * the service does not meet).
- */
-type AnswerItem = ErrorItem | { type: 'requestTimeout' | 'uriTooLong' | 'headersTooLarge' | 'expectationFailed'; message: string };
-
 /** The item type of a 4xx answer that has no more precise one (400s use the model's own types). */
-const TYPE_OF_STATUS: Record<number, AnswerItem['type']> = {
+const TYPE_OF_STATUS: Record<number, ErrorItem['type']> = {
   401: 'unauthorized',
   403: 'forbidden',
   404: 'notFound',
@@ -83,12 +76,12 @@ const TYPE_OF_STATUS: Record<number, AnswerItem['type']> = {
   431: 'headersTooLarge',
 };
 
-function send(reply: FastifyReply, status: number, items: AnswerItem[], headers: Record<string, string> = {}) {
+function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
   return reply.code(status).headers(headers).type(JSON_TYPE).send(items);
 }
 
 /** A whole HTTP/1.1 answer with the model's error array, for a socket no response object stands for; the connection then closes. */
-function rawAnswer(status: number, item: AnswerItem): string {
+function rawAnswer(status: number, item: ErrorItem): string {
   const body = JSON.stringify([item]);
   return (
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status] ?? ''}\r\nContent-Type: ${JSON_TYPE}\r\n` +
@@ -97,7 +90,7 @@ function rawAnswer(status: number, item: AnswerItem): string {
 }
 
 /** The answer to a request Node's HTTP parser refused, or that did not arrive in time. */
-function clientErrorAnswer(err: ConnectionError & { reason?: string }, limits: ConnectionLimits): [number, AnswerItem] {
+function clientErrorAnswer(err: ConnectionError & { reason?: string }, limits: ConnectionLimits): [number, ErrorItem] {
   switch (err.code) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return [
@@ -138,7 +131,7 @@ function readableTransferCodings(value: string): boolean {
  * than chunked, a content coding the route does not decode, a JSON body in another charset than
  * UTF-8; or of an HTTP/1.1 request without Host. Undefined when none applies.
  */
-function framingRefusal(req: FastifyRequest): [number, AnswerItem] | undefined {
+function framingRefusal(req: FastifyRequest): [number, ErrorItem] | undefined {
   const headers = req.headers;
   const te = headers['transfer-encoding'];
   if (te !== undefined && !readableTransferCodings(te)) {
@@ -263,7 +256,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
         reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
         return;
       }
-      send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
+      send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as ErrorItem]);
     },
   });
 
@@ -280,7 +273,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     const body = JSON.stringify([
       { type: 'expectationFailed', message: `the service meets only 'Expect: 100-continue', got '${clip(String(req.headers.expect))}'` },
-    ] satisfies AnswerItem[]);
+    ] satisfies ErrorItem[]);
     res.writeHead(417, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(body), connection: 'close' }).end(body);
   });
 
@@ -405,7 +398,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     }
     if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
       const status = err.statusCode;
-      return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as AnswerItem]);
+      return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as ErrorItem]);
     }
     req.log.error({ err }, 'request failed');
     return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));

@@ -4,6 +4,7 @@
  * answers for 401, 403, 404, 405, 408, 413, 414, 415, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
+import { ANSWER_TYPES } from '@otm/core';
 import { KINDS, MODEL } from '@otm/model';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -148,19 +149,7 @@ export function openApiDocument(): Record<string, unknown> {
             properties: {
               type: {
                 type: 'string',
-                enum: [
-                  'unauthorized',
-                  'forbidden',
-                  'notFound',
-                  'methodNotAllowed',
-                  'payloadTooLarge',
-                  'unsupportedMediaType',
-                  'unavailable',
-                  'requestTimeout',
-                  'uriTooLong',
-                  'headersTooLarge',
-                  'expectationFailed',
-                ],
+                enum: [...ANSWER_TYPES],
               },
               message: { type: 'string' },
             },
