@@ -17,6 +17,8 @@ const emptyTx: EntityTx = {
   pending: async () => [],
   addPending: () => {},
   removePending: () => {},
+  listRecords: async (_tenant, refs) => refs.map(() => undefined),
+  setListRecord: () => {},
 };
 
 describe('the log line of a dropped effect', () => {

@@ -27,6 +27,7 @@ import {
   type OtmError,
 } from '@otm/model';
 import type { Logger } from 'pino';
+import { facetsOf, type ListRecord } from './facets.js';
 import { storageKey } from './ids.js';
 import { lifecycleRank } from './lifecycle.js';
 import { mergePatch } from './merge-patch.js';
@@ -162,6 +163,7 @@ export async function applyChanges(tx: EntityTx, batch: readonly Envelope[], dep
   const engine = new Engine(tx, deps);
   for (const e of batch) await engine.apply(e.message);
   await engine.propagate();
+  await engine.relist();
 }
 
 /** An entity version written in this unit, whose copies inside the entities that hold it are brought up to date at its end. */
@@ -172,6 +174,17 @@ interface Written {
   readonly rank: number;
   doc: Doc;
   json: string;
+}
+
+/** An entity put or deleted in this unit: what its list record becomes (facets.ts). */
+interface Touched {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  readonly key: string;
+  /** Deleted in this unit (before the puts in `ranks`, if any): earlier versions are gone. */
+  deleted: boolean;
+  /** Facets of each version put in this unit, by lifecycle rank. */
+  readonly ranks: Map<number, readonly string[]>;
 }
 
 /** The holders of written entities, each with the written entities it holds. */
@@ -219,6 +232,8 @@ function logDetail(detail: unknown): unknown {
 class Engine {
   /** Entity versions written in this unit, by tenant, kind, key and lifecycle rank. */
   private readonly written = new Map<string, Written>();
+  /** Entities put or deleted in this unit, by tenant, kind and key, for their list records. */
+  private readonly touched = new Map<string, Touched>();
 
   constructor(
     private readonly tx: EntityTx,
@@ -228,6 +243,9 @@ class Engine {
   async apply(m: ChangeMessage): Promise<void> {
     if (m.op === 'delete') {
       this.tx.delete(m.tenant, m.kind, m.key);
+      const t = this.touch(m.tenant, m.kind, m.key);
+      t.deleted = true;
+      t.ranks.clear();
       return;
     }
     // The document is walked once; its inline entities serve every step below.
@@ -264,6 +282,7 @@ class Engine {
       if (!authoritative && existing.stamp && isNewer(existing.stamp, stamp)) return false;
     }
     this.tx.put(tenant, { kind, key, lifecycleRank: rank, json, stamp });
+    this.touch(tenant, kind, key).ranks.set(rank, facetsOf(kind, doc));
     const self = { kind, key, lifecycleRank: rank };
     for (const child of children) {
       if (typeof child.entity.id === 'string' && child.entity.id !== '') {
@@ -360,6 +379,43 @@ class Engine {
     this.written.clear();
   }
 
+  private touch(tenant: string, kind: KindSegment, key: string): Touched {
+    const id = entityId(tenant, kind, key);
+    let t = this.touched.get(id);
+    if (t === undefined) this.touched.set(id, (t = { tenant, kind, key, deleted: false, ranks: new Map() }));
+    return t;
+  }
+
+  /**
+   * Lists every entity put in this unit at the unit's time, under the facets of all its versions
+   * (those kept from before and those put now), and unlists the deleted ones: one read of the
+   * list records a tenant, one write an entity.
+   */
+  async relist(): Promise<void> {
+    if (this.touched.size === 0) return;
+    const at = Date.now();
+    const byTenant = new Map<string, Touched[]>();
+    for (const t of this.touched.values()) {
+      const list = byTenant.get(t.tenant);
+      if (list === undefined) byTenant.set(t.tenant, [t]);
+      else list.push(t);
+    }
+    for (const [tenant, list] of byTenant) {
+      const previous = await this.tx.listRecords(tenant, list);
+      list.forEach((t, i) => {
+        const prev = previous[i];
+        let next: ListRecord | undefined;
+        if (t.ranks.size > 0) {
+          const ranks: Record<number, readonly string[]> = t.deleted || prev === undefined ? {} : { ...prev.ranks };
+          for (const [r, f] of t.ranks) ranks[r] = f;
+          next = { at, ranks };
+        }
+        if (next !== undefined || prev !== undefined) this.tx.setListRecord(tenant, t.kind, t.key, next, prev);
+      });
+    }
+    this.touched.clear();
+  }
+
   private async refreshHolder({ tenant, ref, held }: HolderWork): Promise<void> {
     const stored = await this.tx.get(tenant, ref.kind, ref.key, ref.lifecycleRank);
     if (stored === undefined) {
@@ -389,6 +445,7 @@ class Engine {
         json,
         stamp: stored.stamp ?? { modified: 0, acceptedAt: 0 },
       });
+      this.touch(tenant, ref.kind, ref.key).ranks.set(ref.lifecycleRank, facetsOf(ref.kind, holder));
       // A holder written in this unit is held as it is now by the holders that come after it.
       const self = this.written.get(versionId(tenant, ref.kind, ref.key, ref.lifecycleRank));
       if (self !== undefined) {

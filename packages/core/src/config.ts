@@ -73,6 +73,10 @@ export interface Config {
   readonly bulkThreads: number;
   /** Timeouts and the cap on connections of the HTTP server. */
   readonly connections: ConnectionLimits;
+  /** How long the change feed keeps changes (ms); an older cursor is answered 410. */
+  readonly feedRetentionMs: number;
+  /** Longest window of a vehicle track request, in days. */
+  readonly trackMaxDays: number;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -118,6 +122,9 @@ export const CONFIG_VARIABLES = {
   OTM_MAX_CONNECTIONS: 'most connections open at once; more are closed as they come (default 1024)',
   OTM_BULK_THREADS:
     'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
+  OTM_FEED_RETENTION:
+    'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
+  OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
   KAFKA_MAX_REQUEST_BYTES:
@@ -146,6 +153,20 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
     throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got '${v}'`);
   }
   return Number(v);
+}
+
+const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** A duration such as `90s`, `30m`, `12h` or `7d`, in ms. */
+function duration(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
+  const v = env[name];
+  if (v === undefined || v === '') return fallbackMs;
+  const m = /^(\d{1,9})([smhd])$/.exec(v.trim());
+  const ms = m ? Number(m[1]) * DURATION_UNITS[m[2]!]! : NaN;
+  if (!(ms >= minMs && ms <= maxMs)) {
+    throw new ConfigError(name, `must be a duration such as 12h or 7d, from ${minMs / 1000} s to ${maxMs / 86_400_000} days, got '${v}'`);
+  }
+  return ms;
 }
 
 function url(env: Env, name: string, protocols: readonly string[], required: boolean): string | undefined {
@@ -232,6 +253,8 @@ export function loadConfig(env: Env = process.env): Config {
     bulkMaxItems: integer(env, 'OTM_BULK_MAX_ITEMS', 10_000, 1, 1_000_000),
     bulkThreads: integer(env, 'OTM_BULK_THREADS', Math.min(4, Math.max(1, os.availableParallelism() - 1)), 0, 64),
     connections,
+    feedRetentionMs: duration(env, 'OTM_FEED_RETENTION', 7 * 86_400_000, 60_000, 3_650 * 86_400_000),
+    trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

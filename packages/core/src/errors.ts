@@ -19,6 +19,8 @@ export const ErrorCode = {
   uriTooLong: 'uriTooLong',
   headersTooLarge: 'headersTooLarge',
   expectationFailed: 'expectationFailed',
+  // A change feed cursor older than the feed keeps (OTM_FEED_RETENTION).
+  cursorExpired: 'cursorExpired',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -59,6 +61,9 @@ export const invalidDocument = (items: OtmError[]) => new OtmServiceError(ErrorC
 
 export const notFound = (message: string) =>
   new OtmServiceError(ErrorCode.notFound, 404, message, { items: [{ type: 'notFound', message }] });
+
+export const cursorExpired = (message: string) =>
+  new OtmServiceError(ErrorCode.cursorExpired, 410, message, { items: [{ type: 'cursorExpired', message }] });
 
 export const unavailable = (message: string, retryAfterSeconds = 5, cause?: unknown) =>
   new OtmServiceError(ErrorCode.unavailable, 503, message, {

@@ -12,3 +12,5 @@ export * from './apply-changes.js';
 export * from './depth.js';
 export * from './version-codec.js';
 export * from './json-body.js';
+export * from './event-facts.js';
+export * from './facets.js';

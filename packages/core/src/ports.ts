@@ -3,6 +3,7 @@
  * and a distributed one (Kafka, Redis, ClickHouse); one contract test suite runs against both.
  */
 import type { KindSegment } from '@otm/model';
+import type { ListRecord } from './facets.js';
 import type { Envelope, Topic } from './messages.js';
 
 export interface Bus {
@@ -117,6 +118,16 @@ export interface EntityTx {
   pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]>;
   addPending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void;
   removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void;
+  /** The list records (facets.ts) of these entities, in the same order; undefined where none. */
+  listRecords(
+    tenant: string,
+    refs: ReadonlyArray<{ readonly kind: KindSegment; readonly key: string }>,
+  ): Promise<Array<ListRecord | undefined>>;
+  /**
+   * Lists the entity under `next`'s facets at `next.at` (undefined: no longer listed) instead of
+   * under `previous`'s (as `listRecords` gave it; undefined: not listed before), and keeps `next`.
+   */
+  setListRecord(tenant: string, kind: KindSegment, key: string, next: ListRecord | undefined, previous: ListRecord | undefined): void;
 }
 
 export type DocumentWrite =
@@ -128,8 +139,43 @@ export interface DocumentReader {
   get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined>;
 }
 
+/** Where an entry sits in a list: the time of the entity's last change (ms since the epoch), then its key. */
+export interface ListPosition {
+  readonly at: number;
+  readonly key: string;
+}
+
+export interface ListScan {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  /** The facet (facets.ts) every entry must have; `''`: every entity of the kind. */
+  readonly facet: string;
+  /** Only entries strictly after this position. */
+  readonly after?: ListPosition;
+  /** Only entries with `at >= since` (ms). */
+  readonly since?: number;
+  /** Only entries with `at < before` (ms). */
+  readonly before?: number;
+  readonly limit: number;
+}
+
+/** Lists of stored documents in keyset order (`at`, then key), by facet. */
+export interface Lister {
+  list(scan: ListScan): Promise<ListPosition[]>;
+}
+
 /** Static entities, update and association events, actions (every version by lifecycle). */
-export interface EntityStore extends DocumentReader {
+export interface EntityStore extends DocumentReader, Lister {
+  /**
+   * The tenant's change feed: every put and delete of a unit, written in the unit's own commit, and
+   * the puts of telemetry events (recorded by the embedded event store in its own index commit, or
+   * by the telemetry worker through `telemetry`).
+   */
+  readonly feed: ChangeFeed;
+  /** Latest positions of vehicles. */
+  readonly positions: PositionReader;
+  /** Records the feed entries and positions of stored telemetry events (see EventStore.keepsTelemetryEffects). */
+  readonly telemetry: TelemetrySideEffects;
   /** Runs `work` as one unit (see EntityTx); resolves with its result once the writes are durable. */
   unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T>;
   ready(): Promise<boolean>;
@@ -142,7 +188,7 @@ export interface EntityStore extends DocumentReader {
  * are kept by the EntityStore beside the entities they change, since applying them needs those
  * entities in the same unit of work (`messages.ts` TELEMETRY_EVENT_TYPES draws the line).
  */
-export interface EventStore extends DocumentReader {
+export interface EventStore extends DocumentReader, Lister, TrackReader {
   /** Stores the events (deduplicated by tenant, id and lifecycle); resolves when durable. */
   write(writes: readonly DocumentWrite[]): Promise<void>;
   /**
@@ -151,6 +197,127 @@ export interface EventStore extends DocumentReader {
    * made durable). The telemetry worker is then handed the next batches of a partition early.
    */
   readonly appliesInCallOrder?: boolean;
+  /**
+   * True when the store itself records the feed entries and latest positions of the events it
+   * stores, in the entity store's feed (the embedded event log beside the embedded entity store,
+   * in its index commit); else the telemetry worker records them through `EntityStore.telemetry`
+   * once `write` resolved.
+   */
+  readonly keepsTelemetryEffects?: boolean;
   ready(): Promise<boolean>;
   close(): Promise<void>;
+}
+
+/** One change of the feed: a put of one version, or the delete of an entity (all its versions). */
+export interface FeedEntry {
+  /** Opaque to the query: where the feed is resumed after this change. */
+  readonly cursor: string;
+  /** When the change was applied (ms since the epoch). */
+  readonly at: number;
+  readonly op: 'put' | 'delete';
+  readonly kind: KindSegment;
+  readonly key: string;
+  /** The version's lifecycle rank (a put). */
+  readonly lifecycleRank?: number;
+  /** The document written (a put), when the feed keeps it; else the query reads that version. */
+  readonly doc?: string | Buffer;
+}
+
+export interface FeedRead {
+  readonly tenant: string;
+  /** Resume after this cursor (a FeedEntry's or FeedPage's); absent: from the oldest change kept. */
+  readonly after?: string;
+  /** Only changes of these kinds; absent: all. */
+  readonly kinds?: ReadonlySet<KindSegment>;
+  readonly limit: number;
+}
+
+export interface FeedPage {
+  readonly entries: FeedEntry[];
+  /**
+   * Where the next read starts: after the last change looked at (which may be past the last entry
+   * returned, when changes of other kinds were skipped); absent when nothing was looked at.
+   */
+  readonly next?: string;
+}
+
+/**
+ * The tenant's changes in the order they were applied, kept for a retention period. `read`
+ * rejects with `cursorExpired` (410) when `after` names a change older than what is kept, and with
+ * `invalidDocument` (400) naming `cursor` when it is not a cursor of this feed.
+ */
+export interface ChangeFeed {
+  read(q: FeedRead): Promise<FeedPage>;
+}
+
+/** One location event of a vehicle's track, with its document. */
+export interface TrackPoint {
+  /** Event time (ms since the epoch). */
+  readonly time: number;
+  readonly key: string;
+  readonly lifecycleRank: number;
+  readonly lat: number;
+  readonly lon: number;
+  readonly speedKmh: number | null;
+  readonly heading: number | null;
+  /** The event as GET answers it. */
+  readonly doc: string | Buffer;
+}
+
+export interface TrackScan {
+  readonly tenant: string;
+  /** The vehicle's storage key. */
+  readonly vehicle: string;
+  /** Event time window, ms since the epoch: from inclusive, to exclusive. */
+  readonly from: number;
+  readonly to: number;
+  /** Only points strictly after (time, key). */
+  readonly after?: { readonly time: number; readonly key: string };
+  /** At most this many points; absent: all of the window. */
+  readonly limit?: number;
+}
+
+/**
+ * Vehicles' tracks: their `locationUpdateEvent`s (event-facts.ts `trackFix`) in event time order
+ * (then key), each event once, in its highest lifecycle version. Yielded as read, never gathered.
+ */
+export interface TrackReader {
+  track(scan: TrackScan): AsyncIterable<TrackPoint>;
+}
+
+/** The newest position of a vehicle (by event time; the later key on a tie). */
+export interface LatestPosition {
+  readonly vehicle: string;
+  readonly time: number;
+  readonly lat: number;
+  readonly lon: number;
+  readonly speedKmh: number | null;
+  readonly heading: number | null;
+  /** The location event's storage key. */
+  readonly eventKey: string;
+}
+
+/** Latest positions, kept up to date as location events are stored; never computed from the events. */
+export interface PositionReader {
+  positions(tenant: string): Promise<LatestPosition[]>;
+}
+
+/**
+ * Where the telemetry worker of the distributed deployment records what the event store does not
+ * keep itself: the feed entries and latest positions of the events it stored (the embedded event
+ * store keeps both in its own index).
+ */
+export interface TelemetrySideEffects {
+  /** Appends puts of telemetry events to their tenants' feeds, in the order given. */
+  appendFeed(
+    entries: ReadonlyArray<{
+      readonly tenant: string;
+      readonly kind: KindSegment;
+      readonly key: string;
+      readonly lifecycleRank: number;
+      readonly op: 'put' | 'delete';
+    }>,
+  ): Promise<void>;
+  /** Moves each vehicle's latest position forward (a fix older than the one kept changes nothing). */
+  updatePositions(fixes: ReadonlyArray<LatestPosition & { readonly tenant: string }>): Promise<void>;
 }

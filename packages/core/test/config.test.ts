@@ -76,6 +76,24 @@ describe('loadConfig', () => {
     expect(loadConfig({ OTM_REQUEST_TIMEOUT_MS: '3000' }).connections.headersTimeoutMs).toBe(3000);
   });
 
+  it('reads the feed retention as a duration and the track window in days', () => {
+    expect(loadConfig({}).feedRetentionMs).toBe(7 * 86_400_000);
+    expect(loadConfig({}).trackMaxDays).toBe(31);
+    expect(loadConfig({ OTM_FEED_RETENTION: '36h' }).feedRetentionMs).toBe(36 * 3_600_000);
+    expect(loadConfig({ OTM_FEED_RETENTION: '90m', OTM_TRACK_MAX_DAYS: '7' })).toMatchObject({
+      feedRetentionMs: 5_400_000,
+      trackMaxDays: 7,
+    });
+    for (const [variable, value] of [
+      ['OTM_FEED_RETENTION', '7'],
+      ['OTM_FEED_RETENTION', '10s'],
+      ['OTM_FEED_RETENTION', 'a week'],
+      ['OTM_TRACK_MAX_DAYS', '0'],
+    ] as const) {
+      expect(() => loadConfig({ [variable]: value }), `${variable}=${value}`).toThrow(ConfigError);
+    }
+  });
+
   it('accepts the distributed settings', () => {
     const c = loadConfig({
       OTM_BUS: 'kafka',

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Session } from 'chdb';
-import { eventColumns, eventGetSql, eventPlacementsSql, eventStoreDdl } from '../dist/index.js';
+import { eventColumns, eventGetSql, eventListSql, eventPlacementsSql, eventStoreDdl, trackSql } from '../dist/index.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-chdb-'));
 const s = new Session(dir);
 console.log(s.query('SELECT version()', 'TSV').trim());
@@ -122,6 +122,26 @@ for (const q of [
   eventGetSql('otm', 'acme', ['f1', 'l1', 'e1']),
   eventGetSql('otm', 'acme', ['f1'], 4),
   eventPlacementsSql('otm', 'acme', ['f1', 'l1']),
+  eventListSql('otm', { tenant: 'acme', kind: 'events', facet: '', limit: 10 }),
+  eventListSql('otm', {
+    tenant: 'acme',
+    kind: 'events',
+    facet: 'lifecycle=actual',
+    after: { at: 0, key: 'e1' },
+    since: 0,
+    before: 1,
+    limit: 10,
+  }),
+  eventListSql('otm', { tenant: 'acme', kind: 'events', facet: `vehicle=${V1}`, limit: 10 }),
+  trackSql('otm', { tenant: 'acme', vehicle: V1, from: Date.parse('2024-03-01T00:00:00Z'), to: Date.parse('2024-03-02T00:00:00Z') }),
+  trackSql('otm', {
+    tenant: 'acme',
+    vehicle: V1,
+    from: Date.parse('2024-03-01T00:00:00Z'),
+    to: Date.parse('2024-03-02T00:00:00Z'),
+    after: { time: Date.parse('2024-03-01T06:00:00Z'), key: 'l1' },
+    limit: 1,
+  }),
 ]) {
   try {
     console.log('OK  store', s.query(q, 'JSONEachRow').trim().slice(0, 300));

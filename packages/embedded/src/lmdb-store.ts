@@ -9,36 +9,55 @@
  * - `holders`: `tenant|childKind|childKey|holderKind|holderKey|rank`, which entities
  *   hold another inline;
  * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
+ * - `lists` and `list-records`: the entities by facet in keyset order (lists.ts);
+ * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
+ * - `positions`: the vehicles' latest positions (positions.ts);
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
- *   are in a log of segment files under `<dataDir>/events` (event-log/).
+ *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-lists`,
+ *   `event-list-records` and `track`: its lists and tracks (event-log/effects.ts).
  *
  * A write resolves only after its transaction is committed and flushed to disk, so an
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
+ * A unit's lists and feed entries are written in the unit's own transaction: they always agree
+ * with the documents. Each unit is its own child transaction, so a unit that fails while its
+ * transaction is built leaves nothing of itself.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { open, type Database, type RootDatabase } from 'lmdb';
+import { open, type RootDatabase } from 'lmdb';
 import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  decodeListRecord,
   decodeVersion,
   encodeVersion,
   LATEST_CACHE_BOUNDS,
+  type ChangeFeed,
   type EntityStore,
   type EntityTx,
   type HolderRef,
+  type LatestPosition,
+  type ListPosition,
+  type ListRecord,
+  type ListScan,
   type PendingEffect,
+  type PositionReader,
   type StoredDocument,
+  type TelemetrySideEffects,
   type VersionStamp,
 } from '@otm/core';
 import { LogEventStore, type CompactionOptions } from './event-log/index.js';
 import { lockDataDir } from './dir-lock.js';
+import { FeedSeq, LmdbFeed } from './feed.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
+import { pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
+import { LmdbPositions, type Fix } from './positions.js';
 
-const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
-
-type Str = Database<string, string>;
+/** How long the feed keeps changes by default (OTM_FEED_RETENTION). */
+export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
+/** How often retention removes old feed entries. */
+const FEED_SWEEP_MS = 60_000;
 
 /** The stored value of one document at `rank`, or of its latest (highest-ranked) version. */
 function readVersion(db: Str, prefix: string, rank?: number): { rank: number; raw: string } | undefined {
@@ -59,7 +78,8 @@ type Op =
   | { t: 'delete'; tenant: string; kind: KindSegment; key: string }
   | { t: 'holder+' | 'holder-'; k: string }
   | { t: 'pending+'; k: string; v: string }
-  | { t: 'pending-'; k: string };
+  | { t: 'pending-'; k: string }
+  | { t: 'list'; tenant: string; kind: KindSegment; key: string; next: ListRecord | undefined };
 
 interface Overlay {
   deleted: boolean;
@@ -72,6 +92,8 @@ class LmdbTx implements EntityTx {
   private readonly overlay = new Map<string, Overlay>();
   private readonly holderOverlay = new Map<string, Map<string, boolean>>();
   private readonly pendingOverlay = new Map<string, Map<string, PendingEffect | null>>();
+  /** List records set in this unit (null: no longer listed). */
+  private readonly listOverlay = new Map<string, ListRecord | null>();
 
   constructor(private readonly dbs: Dbs) {}
 
@@ -170,6 +192,29 @@ class LmdbTx implements EntityTx {
     m.set(k, null);
     this.ops.push({ t: 'pending-', k });
   }
+
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to parse rejects (see get)
+  async listRecords(
+    tenant: string,
+    refs: ReadonlyArray<{ readonly kind: KindSegment; readonly key: string }>,
+  ): Promise<Array<ListRecord | undefined>> {
+    return refs.map(({ kind, key }) => {
+      const k = prefixOf(tenant, kind, key);
+      const own = this.listOverlay.get(k);
+      if (own !== undefined) return own ?? undefined;
+      const raw = this.dbs.lists.records.get(k);
+      return raw === undefined ? undefined : decodeListRecord(raw);
+    });
+  }
+
+  /**
+   * Queues the move of the entity's list entries. `previous` is not needed: the commit moves the
+   * entries from where the record stored in its own transaction says they are (lists.ts).
+   */
+  setListRecord(tenant: string, kind: KindSegment, key: string, next: ListRecord | undefined, _previous: ListRecord | undefined): void {
+    this.listOverlay.set(prefixOf(tenant, kind, key), next ?? null);
+    this.ops.push({ t: 'list', tenant, kind, key, next });
+  }
 }
 
 interface Dbs {
@@ -177,6 +222,14 @@ interface Dbs {
   entities: Str;
   holders: Str;
   pending: Str;
+  lists: ListDbs;
+}
+
+/** What the entity store shares with the event log: the feed's numbers and the latest positions. */
+interface Shared {
+  readonly seq: FeedSeq;
+  readonly feed: LmdbFeed;
+  readonly positions: LmdbPositions;
 }
 
 class LmdbEntityStore implements EntityStore {
@@ -193,7 +246,66 @@ class LmdbEntityStore implements EntityStore {
     sizeCalculation: (d) => d.json.length + (d.bytes?.length ?? 0) + 100,
   });
 
-  constructor(private readonly dbs: Dbs) {}
+  readonly feed: ChangeFeed;
+  readonly positions: PositionReader;
+  readonly telemetry: TelemetrySideEffects;
+
+  constructor(
+    private readonly dbs: Dbs,
+    private readonly shared: Shared,
+    /** Resolves once the event log's index commit holds every write answered so far (LogEventStore.settled). */
+    settled: () => Promise<void>,
+  ) {
+    // Telemetry events reach the feed and positions in the event log's index commit: wait for it.
+    this.feed = { read: async (q) => (await settled(), shared.feed.read(q)) };
+    this.positions = {
+      positions: async (tenant: string): Promise<LatestPosition[]> => (await settled(), shared.positions.positions(tenant)),
+    };
+    this.telemetry = {
+      appendFeed: (entries) => this.appendFeed(entries),
+      updatePositions: (fixes) => this.updatePositions(fixes),
+    };
+  }
+
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: a failed read rejects, as the port's callers expect
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    return readList(this.dbs.lists.entries, scan);
+  }
+
+  /** Runs `fn` in a write transaction of its own, durable when this resolves. */
+  private async commit<T>(fn: () => T): Promise<T> {
+    const message = (e: unknown) => (e as Error)?.message ?? String(e);
+    try {
+      const result = await this.dbs.root.childTransaction(fn);
+      await this.dbs.root.flushed;
+      return result;
+    } catch (e) {
+      // The commit failed (a full disk, an I/O error, the store closed by a shutdown): nothing of
+      // it was stored, and the same writes may succeed later, or in the next process.
+      throw e instanceof AdapterError
+        ? e
+        : new AdapterError('lmdb', `lmdb: the commit failed (${message(e)})`, { retryable: true, cause: e });
+    }
+  }
+
+  /** The feed entries of telemetry events stored elsewhere (ClickHouse), in one transaction. */
+  private async appendFeed(entries: Parameters<TelemetrySideEffects['appendFeed']>[0]): Promise<void> {
+    if (entries.length === 0) return;
+    const { seq } = this.shared;
+    await this.commit(() => {
+      const at = Date.now();
+      for (const e of entries) seq.append(e.tenant, { at, op: e.op, kind: e.kind, key: e.key, rank: e.lifecycleRank });
+      seq.save();
+    });
+  }
+
+  /** Moves latest positions forward, in one transaction; then the copies in memory. */
+  private async updatePositions(fixes: readonly Fix[]): Promise<void> {
+    if (fixes.length === 0) return;
+    const { positions } = this.shared;
+    const stored = await this.commit(() => positions.offer(fixes));
+    positions.committed(stored);
+  }
 
   // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to decode rejects (see LmdbTx.get)
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
@@ -216,22 +328,30 @@ class LmdbEntityStore implements EntityStore {
     const tx = new LmdbTx(this.dbs);
     const result = await work(tx);
     if (tx.ops.length === 0) return result;
-    const { entities, holders, pending, root } = this.dbs;
+    const { entities, holders, pending, lists, root } = this.dbs;
+    const { seq } = this.shared;
     const message = (e: unknown) => (e as Error)?.message ?? String(e);
     try {
-      await root.transaction(() => {
+      await root.childTransaction(() => {
         try {
-          // Inside root.transaction() lmdb writes at once and answers with an already resolved
+          // Inside a transaction lmdb writes at once and answers with an already resolved
           // promise: what counts is the transaction's, awaited below, hence `void` on each write.
+          // Feed numbers are given here, inside it (feed.ts).
+          const at = Date.now();
           for (const op of tx.ops) {
             switch (op.t) {
               case 'put': {
                 const d = op.doc;
                 void entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
+                seq.append(op.tenant, { at, op: 'put', kind: d.kind, key: d.key, rank: d.lifecycleRank, doc: d.json });
                 break;
               }
               case 'delete':
                 removeVersions(entities, prefixOf(op.tenant, op.kind, op.key));
+                seq.append(op.tenant, { at, op: 'delete', kind: op.kind, key: op.key, rank: 0 });
+                break;
+              case 'list':
+                relist(lists, op.tenant, op.kind, op.key, op.next);
                 break;
               case 'holder+':
                 void holders.put(op.k, '1');
@@ -247,6 +367,7 @@ class LmdbEntityStore implements EntityStore {
                 break;
             }
           }
+          seq.save();
         } catch (e) {
           // Refused while the transaction was built (a key longer than LMDB takes, say): the same
           // unit would be refused again.
@@ -279,6 +400,11 @@ class LmdbEntityStore implements EntityStore {
 export interface EmbeddedStores {
   readonly entities: EntityStore;
   readonly events: LogEventStore;
+  /**
+   * Removes the feed entries older than the retention (as if it were `now`); returns how many. Run
+   * at open and every minute; tests and tools may run it when they like.
+   */
+  sweepFeed(now?: number): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -291,6 +417,15 @@ export interface EmbeddedStoreOptions {
   readonly eventCompaction?: CompactionOptions;
   /** Most event log segment files open at once (default 256; tests use fewer). */
   readonly eventMaxOpenSegments?: number;
+  /**
+   * Whether the event log records the feed entries and latest positions of the events it stores
+   * (default true). Only when these stores' entity store is the one in use: the feed and the
+   * positions are the entity store's (with another entity store, the telemetry worker records them
+   * there). Lists and tracks of events are the event log's own, kept either way.
+   */
+  readonly telemetryEffects?: boolean;
+  /** How long the change feed keeps changes (ms, default 7 days). */
+  readonly feedRetentionMs?: number;
 }
 
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
@@ -300,15 +435,32 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
   fs.mkdirSync(dir, { recursive: true });
   let root: RootDatabase;
   try {
-    root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 8, compression: false });
+    root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 32, compression: false });
   } catch (e) {
     unlock();
     throw e;
   }
   const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
-  const dbs: Dbs = { root, entities: db('entities'), holders: db('holders'), pending: db('pending') };
+  let shared: Shared;
+  let dbs: Dbs;
   let events: LogEventStore;
   try {
+    dbs = {
+      root,
+      entities: db('entities'),
+      holders: db('holders'),
+      pending: db('pending'),
+      lists: { entries: db('lists'), records: db('list-records') },
+    };
+    const feedDb = db('feed');
+    const feedMeta = db('feed-meta');
+    // One sequence for the entity store and the event log (feed.ts); made before the event log's
+    // recovery, which may give numbers.
+    shared = {
+      seq: new FeedSeq(feedDb, feedMeta),
+      feed: new LmdbFeed(root, feedDb, feedMeta, opts.feedRetentionMs ?? DEFAULT_FEED_RETENTION_MS),
+      positions: new LmdbPositions(db('positions')),
+    };
     events = new LogEventStore({
       dir: path.join(dataDir, 'events'),
       root,
@@ -316,16 +468,35 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       ...(opts.eventSegmentBytes ? { segmentBytes: opts.eventSegmentBytes } : {}),
       ...(opts.eventCompaction ? { compaction: opts.eventCompaction } : {}),
       ...(opts.eventMaxOpenSegments ? { maxOpenSegments: opts.eventMaxOpenSegments } : {}),
+      ...(opts.telemetryEffects === false ? {} : { telemetryEffects: { seq: shared.seq, positions: shared.positions } }),
     });
   } catch (e) {
     void root.close().finally(unlock);
     throw e;
   }
+  const { feed } = shared;
+  // One sweep at a time: a call while one runs starts after it.
+  let sweeping: Promise<unknown> = Promise.resolve();
+  const sweepFeed = (now?: number): Promise<number> => {
+    const run = sweeping.catch(() => {}).then(() => feed.sweep(now));
+    sweeping = run;
+    return run;
+  };
+  const sweepNow = () =>
+    void sweepFeed().catch((e: unknown) =>
+      opts.warn?.(`change feed: removing old entries failed (${(e as Error)?.message ?? e}); tried again in a minute`),
+    );
+  const timer = setInterval(sweepNow, FEED_SWEEP_MS);
+  timer.unref();
+  sweepNow();
   return {
-    entities: new LmdbEntityStore(dbs),
+    entities: new LmdbEntityStore(dbs, shared, () => events.settled()),
     events,
+    sweepFeed,
     close: async () => {
       try {
+        clearInterval(timer);
+        await sweeping.catch(() => {});
         await events.close();
         await root.flushed;
         await root.close();

@@ -4,7 +4,7 @@
  * answers for 401, 403, 404, 405, 408, 413, 414, 415, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
-import { ANSWER_TYPES } from '@otm/core';
+import { ANSWER_TYPES, LIST_FILTERS } from '@otm/core';
 import { KINDS, MODEL } from '@otm/model';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
@@ -12,6 +12,52 @@ const json = (schema: unknown) => ({ 'application/json': { schema } });
 const errorAnswer = (description: string) => ({ description, content: json(ref('errorItems')) });
 
 const capital = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
+
+const pageOf = (item: unknown) => ({
+  type: 'object',
+  required: ['items', 'next'],
+  properties: { items: { type: 'array', items: item }, next: { type: ['string', 'null'], description: 'path and query of the next page' } },
+});
+
+const listParameters = [
+  { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+  { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: 'from the `next` of the previous page' },
+  {
+    name: 'updatedSince',
+    in: 'query',
+    required: false,
+    schema: { type: 'string', format: 'date-time' },
+    description: 'last changed at or after',
+  },
+  {
+    name: 'updatedBefore',
+    in: 'query',
+    required: false,
+    schema: { type: 'string', format: 'date-time' },
+    description: 'last changed before',
+  },
+];
+
+const FILTER_TEXT: Record<string, string> = {
+  status: 'the status',
+  vehicle: 'the id of the vehicle it names',
+  actor: 'the id of one of its actors',
+  externalId: 'the id of one of its externalIdentifiers (any scheme)',
+  licensePlate: 'the licence plate',
+  eventType: 'the event type',
+  actionType: 'the action type',
+  lifecycle: 'has a version in this lifecycle (answered in it)',
+  from: 'event time at or after',
+  to: 'event time before',
+};
+
+const filterParameter = (name: string) => ({
+  name,
+  in: 'query',
+  required: false,
+  schema: name === 'from' || name === 'to' ? { type: 'string', format: 'date-time' } : { type: 'string' },
+  description: FILTER_TEXT[name],
+});
 
 export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, unknown> = {};
@@ -28,6 +74,22 @@ export function openApiDocument(): Record<string, unknown> {
   for (const k of KINDS) {
     const name = capital(k.entityType);
     paths[`/api/v5/${k.segment}`] = {
+      get: {
+        operationId: `list${name}s`,
+        summary: `Extension: the tenant's ${k.segment}, a page at a time`,
+        description:
+          'Keyset order: the time of the last change, then the id; never offsets, so a client walking every page while others write sees ' +
+          'each entity that did not change during the walk exactly once (one that changed moves to the end). Filters combine; each item is ' +
+          'the document as GET answers it (the asked lifecycle with `lifecycle`, else the latest).',
+        tags: [k.label, 'Extensions'],
+        parameters: [...listParameters, ...LIST_FILTERS[k.segment].map((f) => filterParameter(f))],
+        responses: {
+          '200': { description: 'A page, and the path of the next one (null on the last page)', content: json(pageOf(ref(k.schema))) },
+          '400': { description: 'An unknown query parameter or a bad value, named in `field`', content: json(ref('clientError')) },
+          ...common,
+        },
+        security: [{ BearerToken: [] }],
+      },
       put: {
         operationId: MODEL.kinds[k.segment]?.operationId ?? `create${name}`,
         summary: `Add (or replace) a ${k.label.toLowerCase()}; the id is generated when absent`,
@@ -117,6 +179,108 @@ export function openApiDocument(): Record<string, unknown> {
       },
     };
   }
+  paths['/api/v5/changes'] = {
+    get: {
+      operationId: 'listChanges',
+      summary: "Extension: the change feed, every put and delete of the tenant's data in the order applied",
+      description:
+        'Resumable from any cursor within OTM_FEED_RETENTION (default 7 days). `next` is always given: at the end it is where to ask again later. ' +
+        'A put carries the document written (or, for telemetry events in the distributed deployment, the version as stored when read).',
+      tags: ['Extensions'],
+      parameters: [
+        {
+          name: 'cursor',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'from a `next` or an item; absent: from the oldest change kept',
+        },
+        {
+          name: 'kinds',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'comma-separated kinds, e.g. trips,events',
+        },
+        { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+      ],
+      responses: {
+        '200': { description: 'A page of changes', content: json(pageOf(ref('change'))) },
+        '400': { description: 'A bad cursor, kind or limit, named in `field`', content: json(ref('clientError')) },
+        '410': errorAnswer('The cursor is older than the feed keeps (OTM_FEED_RETENTION): start again without one'),
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/vehicles/{UUID}/track'] = {
+    get: {
+      operationId: 'getVehicleTrack',
+      summary: "Extension: a vehicle's locationUpdateEvents in event time order",
+      description:
+        'The window is at most OTM_TRACK_MAX_DAYS (default 31) days; default: the day before `to` (default now). json pages with `limit` and `cursor`; ' +
+        'the other formats stream the whole window. geojson: a FeatureCollection of one Point feature per position, then the LineString of all of them.',
+      tags: ['Vehicle', 'Extensions'],
+      parameters: [
+        { name: 'UUID', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } },
+        { name: 'from', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
+        { name: 'to', in: 'query', required: false, schema: { type: 'string', format: 'date-time' } },
+        {
+          name: 'format',
+          in: 'query',
+          required: false,
+          schema: { type: 'string', enum: ['json', 'geojson', 'gpx', 'csv', 'ndjson'], default: 'json' },
+        },
+        {
+          name: 'limit',
+          in: 'query',
+          required: false,
+          schema: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
+          description: 'json only',
+        },
+        { name: 'cursor', in: 'query', required: false, schema: { type: 'string' }, description: 'json only' },
+      ],
+      responses: {
+        '200': {
+          description: 'The track',
+          content: {
+            'application/json': { schema: pageOf(ref('event')) },
+            'application/geo+json': { schema: { type: 'object' } },
+            'application/gpx+xml': { schema: { type: 'string' } },
+            'text/csv': { schema: { type: 'string', description: 'time,lat,lon,speed_kmh,heading,event_id' } },
+            'application/x-ndjson': { schema: { type: 'string', description: 'one event a line' } },
+          },
+        },
+        '400': { description: 'A bad UUID, time, format or a window longer than allowed', content: json(ref('clientError')) },
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/vehicles/positions'] = {
+    get: {
+      operationId: 'getLatestPositions',
+      summary: "Extension: the newest position of each of the tenant's vehicles",
+      description: 'Kept up to date as location events arrive (the newest by event time); an older event never moves a vehicle back.',
+      tags: ['Vehicle', 'Extensions'],
+      parameters: [
+        { name: 'bbox', in: 'query', required: false, schema: { type: 'string' }, description: 'minLon,minLat,maxLon,maxLat' },
+        {
+          name: 'staleAfter',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'leave out positions older than this: 90s, 15m, 2h, 1d',
+        },
+      ],
+      responses: {
+        '200': { description: 'The positions, by vehicle id', content: json(pageOf(ref('position'))) },
+        '400': { description: 'A bad bbox or staleAfter', content: json(ref('clientError')) },
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
   paths['/healthz'] = { get: { operationId: 'health', tags: ['Operations'], responses: { '200': { description: 'The process runs' } } } };
   paths['/readyz'] = {
     get: {
@@ -153,6 +317,31 @@ export function openApiDocument(): Record<string, unknown> {
               },
               message: { type: 'string' },
             },
+          },
+        },
+        change: {
+          type: 'object',
+          required: ['cursor', 'op', 'kind', 'id'],
+          properties: {
+            cursor: { type: 'string' },
+            op: { type: 'string', enum: ['put', 'delete'] },
+            kind: { type: 'string', enum: KINDS.map((k) => k.segment) },
+            id: { type: 'string', format: 'uuid' },
+            lifecycle: ref('lifecycle'),
+            document: { type: 'object', description: 'the document put (a put; absent if deleted since, for a version read when asked)' },
+          },
+        },
+        position: {
+          type: 'object',
+          required: ['vehicle', 'time', 'lat', 'lon', 'eventId'],
+          properties: {
+            vehicle: { type: 'string', format: 'uuid' },
+            time: { type: 'string', format: 'date-time' },
+            lat: { type: 'number' },
+            lon: { type: 'number' },
+            speedKmh: { type: 'number' },
+            heading: { type: 'number' },
+            eventId: { type: 'string', format: 'uuid' },
           },
         },
         bulkResult: {

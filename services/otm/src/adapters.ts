@@ -34,11 +34,20 @@ export interface AdapterOptions {
 type AdapterConfig = Pick<Config, 'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'> & {
   readonly kafka?: Config['kafka'];
   readonly redisCache?: boolean;
+  /** How long the change feed keeps changes (default: the embedded stores' own, 7 days). */
+  readonly feedRetentionMs?: Config['feedRetentionMs'];
 };
 
 export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
   let embedded: EmbeddedStores | undefined;
-  const lmdb = () => (embedded ??= openEmbeddedStores(config.dataDir, { warn: (m) => logger.warn(m) }));
+  const lmdb = () =>
+    (embedded ??= openEmbeddedStores(config.dataDir, {
+      warn: (m) => logger.warn(m),
+      // The feed and the latest positions are the entity store's: the event log records them for
+      // its events only beside the embedded one (else the telemetry worker records them in Redis).
+      telemetryEffects: config.entityStore === 'embedded',
+      ...(config.feedRetentionMs === undefined ? {} : { feedRetentionMs: config.feedRetentionMs }),
+    }));
 
   const kafka =
     config.bus === 'kafka'

@@ -79,6 +79,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     bulkThreads: config.bulkThreads,
     telemetry,
     connections: config.connections,
+    trackMaxDays: config.trackMaxDays,
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =

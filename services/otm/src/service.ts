@@ -8,7 +8,7 @@ import { precompile } from '@otm/model';
 import { TOPICS, TokenVerifier, type ConnectionLimits, type Logger, type Subscription, type TokenEntry } from '@otm/core';
 import { createHttpApp, methodNotAllowed } from '@otm/http';
 import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
-import { Query, registerQueryRoutes } from '@otm/query';
+import { Finder, Query, registerQueryRoutes } from '@otm/query';
 import { entityWorker, telemetryWorker, type TelemetryBatching } from '@otm/worker';
 import type { Adapters } from './adapters.js';
 
@@ -52,6 +52,8 @@ export async function createService(
     bulkThreadMinBytes?: number;
     /** How the telemetry worker gathers events into store writes, and how many partitions it takes at once. */
     telemetry?: TelemetryBatching & { concurrency?: number };
+    /** Longest track window in days (OTM_TRACK_MAX_DAYS; default 31). */
+    trackMaxDays?: number;
     /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
     connections?: Partial<ConnectionLimits>;
   },
@@ -65,7 +67,7 @@ export async function createService(
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};
     subscriptions.push(
-      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t), {
+      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t, entities.telemetry), {
         concurrency: t.concurrency ?? 1,
         fetchAhead: true,
         // The next events of a partition go into the next store write while the last one is being
@@ -99,9 +101,21 @@ export async function createService(
       bulkChecker,
     });
   }
-  if (roles.query) registerQueryRoutes(app, new Query({ entities, events }));
+  if (roles.query) {
+    registerQueryRoutes(app, new Query({ entities, events }), new Finder({ entities, events }), {
+      trackMaxDays: opts.trackMaxDays ?? 31,
+    });
+    for (const path of ['/api/v5/changes', '/api/v5/vehicles/positions', '/api/v5/vehicles/:uuid/track']) {
+      methodNotAllowed(app, path, ['GET', 'HEAD']);
+    }
+  }
   if (roles.ingress || roles.query) {
-    methodNotAllowed(app, '/api/v5/:kind', ['PUT'], roles.ingress ? ['PUT'] : []);
+    methodNotAllowed(
+      app,
+      '/api/v5/:kind',
+      ['GET', 'HEAD', 'PUT'],
+      [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['PUT'] : [])],
+    );
     const one = [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['DELETE'] : [])];
     methodNotAllowed(app, '/api/v5/:kind/:uuid', ['GET', 'HEAD', 'DELETE'], one);
   }

@@ -244,7 +244,7 @@ describe('bad requests get one clear answer and change nothing', () => {
     expect((await get('/api/v4/vehicles/6f1c1a52-8f6e-4a0e-bb4e-000000000000')).statusCode).toBe(404);
     const post = await svc.app.inject({ method: 'POST', url: '/api/v5/vehicles', headers: { ...json, ...auth() }, payload: '{}' });
     expect(post.statusCode).toBe(405);
-    expect(post.headers.allow).toBe('PUT');
+    expect(post.headers.allow).toBe('GET, HEAD, PUT');
     expect(post.json()[0].type).toBe('methodNotAllowed');
     const patch = await svc.app.inject({ method: 'PATCH', url: '/api/v5/vehicles/6f1c1a52-8f6e-4a0e-bb4e-000000000000', headers: auth() });
     expect(patch.statusCode).toBe(405);

@@ -1,2 +1,3 @@
 export { Query, type QueryDeps } from './query.js';
-export { registerQueryRoutes } from './routes.js';
+export { Finder, type FindDeps } from './find.js';
+export { registerQueryRoutes, type QueryRouteOptions } from './routes.js';

@@ -13,7 +13,11 @@ import {
   jsonOf,
   lifecycleRank,
   modifiedOf,
+  storageKey,
   TextPut,
+  trackFix,
+  type LatestPosition,
+  type TelemetrySideEffects,
   type DocumentWrite,
   type Envelope,
   type EntityStore,
@@ -57,6 +61,31 @@ export function entityWorker(store: EntityStore, deps: WorkerDeps) {
   };
 }
 
+/**
+ * The feed entries and latest-position fixes of stored telemetry writes, for an event store that
+ * does not record them itself. Only location events are parsed (a quick look at the text first).
+ */
+export function telemetryEffects(writes: readonly DocumentWrite[]): {
+  feed: Parameters<TelemetrySideEffects['appendFeed']>[0];
+  fixes: Array<LatestPosition & { tenant: string }>;
+} {
+  const feed: Array<Parameters<TelemetrySideEffects['appendFeed']>[0][number]> = [];
+  const fixes: Array<LatestPosition & { tenant: string }> = [];
+  for (const w of writes) {
+    if (w.op === 'delete') {
+      feed.push({ tenant: w.tenant, kind: w.kind, key: w.key, lifecycleRank: 0, op: 'delete' });
+      continue;
+    }
+    const d = w.doc;
+    feed.push({ tenant: w.tenant, kind: d.kind, key: d.key, lifecycleRank: d.lifecycleRank, op: 'put' });
+    if (!d.json.includes('locationUpdateEvent')) continue;
+    const value = d.value ?? (JSON.parse(d.json) as Record<string, unknown>);
+    const fix = trackFix(value, d.stamp?.acceptedAt ?? 0, storageKey);
+    if (fix !== undefined) fixes.push({ ...fix, tenant: w.tenant, eventKey: d.key });
+  }
+  return { feed, fixes };
+}
+
 export interface TelemetryBatching {
   /** Write as soon as this many events are waiting (default 5000). */
   readonly maxRows?: number;
@@ -70,7 +99,13 @@ export interface TelemetryBatching {
  * acknowledged when the write that holds it is durable. The event store is written in batches,
  * never row by row.
  */
-export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: TelemetryBatching = {}) {
+export function telemetryWorker(
+  store: EventStore,
+  deps: WorkerDeps,
+  batching: TelemetryBatching = {},
+  /** Where the feed entries and positions go when the event store does not keep them itself. */
+  effects?: TelemetrySideEffects,
+) {
   const maxRows = batching.maxRows ?? 5_000;
   const maxDelayMs = batching.maxDelayMs ?? 0;
   let waiting: Array<{ writes: DocumentWrite[]; resolve: () => void; reject: (e: unknown) => void }> = [];
@@ -89,7 +124,17 @@ export function telemetryWorker(store: EventStore, deps: WorkerDeps, batching: T
     if (taken.length === 0) return;
     const writes = taken.flatMap((t) => t.writes);
     const end = batchSeconds.startTimer({ topic: 'telemetry' });
-    store.write(writes).then(
+    const recorded =
+      effects === undefined || store.keepsTelemetryEffects === true
+        ? store.write(writes)
+        : store.write(writes).then(async () => {
+            // After the events are stored (a feed entry never names an event not yet readable),
+            // before the batch is acknowledged (a crash in between replays it: at least once).
+            const { feed, fixes } = telemetryEffects(writes);
+            await effects.appendFeed(feed);
+            if (fixes.length > 0) await effects.updatePositions(fixes);
+          });
+    recorded.then(
       () => {
         const seconds = end();
         deps.logger.debug({ rows: writes.length, batches: taken.length, ms: Math.round(seconds * 1000) }, 'telemetry written');

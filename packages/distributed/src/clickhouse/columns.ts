@@ -4,6 +4,7 @@
  * `references` array), position, speed and heading, sensor value, emission / fuel amounts and
  * weights with their original unit and a normalised one. Pure functions, no I/O.
  */
+import { eventPosition, eventTimeMs, linkedId } from '@otm/core';
 
 /** A quantity converted to the unit analysts sum in. */
 export interface Normalised {
@@ -82,81 +83,13 @@ export function normaliseQuantity(value: number, unit: string): Normalised | und
   return undefined;
 }
 
-const SPEED_KMH: Record<string, number> = {
-  'km/h': 1,
-  kmh: 1,
-  kph: 1,
-  'km/u': 1,
-  'm/s': 3.6,
-  mps: 3.6,
-  mph: 1.609344,
-  'mi/h': 1.609344,
-  kn: 1.852,
-  kt: 1.852,
-  knot: 1.852,
-  knots: 1.852,
-};
-
-/** Speed in km/h, or undefined for an unknown unit. */
-export function speedKmh(value: number, unit: string): number | undefined {
-  const f = SPEED_KMH[unit.trim().toLowerCase().replace(/\s+/g, '')];
-  return f === undefined || !Number.isFinite(value) ? undefined : Number((value * f).toPrecision(15));
-}
-
 type Obj = Readonly<Record<string, unknown>>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
-/** The id an association points at: the inline entity's `id` or the reference's `uuid`. */
-function associationId(a: unknown): string {
-  if (!isObj(a)) return '';
-  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.id).toLowerCase();
-  if (a.associationType === 'reference') return str(a.uuid).toLowerCase();
-  return '';
-}
-
-function associationType(a: unknown): string {
-  if (!isObj(a)) return '';
-  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.entityType);
-  return str(a.entityType);
-}
-
-/** The id of the first association of the given entity type: the named field, else `references`. */
-function linked(event: Obj, field: string): string {
-  const direct = associationId(event[field]);
-  if (direct) return direct;
-  const refs = Array.isArray(event.references) ? event.references : [];
-  for (const r of refs) if (associationType(r) === field) return associationId(r);
-  return '';
-}
-
 function valueUnit(v: unknown): { value: number | null; unit: string } {
   return isObj(v) ? { value: num(v.value), unit: str(v.unit) } : { value: null, unit: '' };
-}
-
-/** lat, lon, speed, heading of a geoReference (lat/lon point, first point of an array, or a GeoJSON Point feature). */
-function position(geo: unknown) {
-  let p: Obj | undefined;
-  if (isObj(geo)) {
-    if (geo.type === 'latLonPointGeoReference') p = geo;
-    else if (geo.type === 'latLonArrayGeoReference' && Array.isArray(geo.points) && isObj(geo.points[0])) p = geo.points[0];
-    else if (geo.type === 'Feature' && isObj(geo.geometry) && geo.geometry.type === 'Point' && Array.isArray(geo.geometry.coordinates)) {
-      const [lon, lat] = geo.geometry.coordinates as unknown[];
-      p = { lat, lon };
-    }
-  }
-  if (!p) return { lat: null, lon: null, speed: { value: null, unit: '' }, heading: { value: null, unit: '' } };
-  return { lat: num(p.lat), lon: num(p.lon), speed: valueUnit(p.speed), heading: valueUnit(p.heading) };
-}
-
-/** Event time: `creationDate`, else `lastModified`, else the fallback (ms since the epoch). */
-export function eventTimeMs(event: Obj, fallbackMs: number): number {
-  for (const f of ['creationDate', 'lastModified']) {
-    const t = Date.parse(str(event[f]));
-    if (Number.isFinite(t)) return t;
-  }
-  return fallbackMs;
 }
 
 /** The analyst columns of otm_events (without tenant, id, rank, versions). */
@@ -190,7 +123,7 @@ export interface EventColumns {
 }
 
 export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
-  const pos = position(event.geoReference);
+  const pos = eventPosition(event.geoReference);
   const sensor = event.eventType === 'sensorUpdateEvent' ? valueUnit(event.value) : { value: null, unit: '' };
   const amount =
     event.eventType === 'emissionEvent' || event.eventType === 'fuelConsumedEvent' ? valueUnit(event.amount) : { value: null, unit: '' };
@@ -202,15 +135,15 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
     lifecycle: str(event.lifecycle),
     event_type: str(event.eventType),
     event_time_ms: eventTimeMs(event, fallbackTimeMs),
-    vehicle_id: linked(event, 'vehicle'),
-    trip_id: linked(event, 'trip'),
-    sensor_id: linked(event, 'sensor'),
-    transport_equipment_id: linked(event, 'transportEquipment'),
+    vehicle_id: linkedId(event, 'vehicle'),
+    trip_id: linkedId(event, 'trip'),
+    sensor_id: linkedId(event, 'sensor'),
+    transport_equipment_id: linkedId(event, 'transportEquipment'),
     lat: pos.lat,
     lon: pos.lon,
     speed: pos.speed.value,
     speed_unit: pos.speed.unit,
-    speed_kmh: pos.speed.value === null ? null : (speedKmh(pos.speed.value, pos.speed.unit) ?? null),
+    speed_kmh: pos.speedKmh,
     heading: pos.heading.value,
     heading_unit: pos.heading.unit,
     sensor_value: sensor.value,

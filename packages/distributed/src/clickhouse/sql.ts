@@ -8,7 +8,7 @@
  * kept to what 18.16 and a current ClickHouse both accept (`scripts/check-current-clickhouse.mjs`
  * runs it on a current one).
  */
-import { AdapterError } from '@otm/core';
+import { AdapterError, type ListScan, type TrackScan } from '@otm/core';
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
@@ -26,6 +26,12 @@ export function sqlString(s: string): string {
 /** A non-negative integer for SQL, or a non-retryable AdapterError. */
 export function sqlUInt(n: number): string {
   if (!Number.isSafeInteger(n) || n < 0) throw new AdapterError('clickhouse', `not an unsigned integer: ${n}`, { retryable: false });
+  return String(n);
+}
+
+/** An integer for SQL (negative too), or a non-retryable AdapterError. */
+export function sqlInt(n: number): string {
+  if (!Number.isSafeInteger(n)) throw new AdapterError('clickhouse', `not an integer: ${n}`, { retryable: false });
   return String(n);
 }
 
@@ -75,4 +81,124 @@ export function eventPlacementsSql(database: string, tenant: string, ids: readon
           FROM ${database}.otm_event_ids
           WHERE tenant = ${sqlString(tenant)} AND kind = 'events' AND event_id IN (SELECT arrayJoin([${ids.map(sqlString).join(',')}]))
           GROUP BY event_id, lifecycle_rank`;
+}
+
+/** Largest value of a DateTime (seconds): the window of a track is clamped to what the column holds. */
+const MAX_DATETIME = 4_294_967_295;
+const clampSeconds = (s: number) => Math.min(MAX_DATETIME, Math.max(0, s));
+
+/** A facet value kept as its SHA-256 (facets.ts `facet`): no column can be compared with it. */
+const HASHED_FACET = /^#[0-9a-f]{64}$/;
+
+/**
+ * What a list facet (facets.ts) asks of otm_events: a vehicle is a column of the sorting key, so
+ * its filter selects whole places of rows (`prewhere`, read through the primary index); an event
+ * type or lifecycle is asked of each live version (`version`: the column and its value). Any other
+ * facet (`externalId=`, `''`, a hashed value) has no column: every event is a candidate, and the
+ * query checks the filter on the document.
+ */
+function eventFacet(facet: string): { prewhere?: string; version?: { column: 'event_type' | 'lifecycle'; value: string } } {
+  const eq = facet.indexOf('=');
+  if (eq < 0) return {};
+  const name = facet.slice(0, eq);
+  const value = facet.slice(eq + 1);
+  if (HASHED_FACET.test(value)) return {};
+  if (name === 'vehicle') return { prewhere: `vehicle_id = ${sqlString(value)}` };
+  if (name === 'eventType') return { version: { column: 'event_type', value } };
+  if (name === 'lifecycle') return { version: { column: 'lifecycle', value } };
+  return {};
+}
+
+/**
+ * The SQL of a page of the list of a tenant's telemetry events (`ClickHouseEventStore.list`): each
+ * event with `at` = the latest acceptance of its live versions, in keyset order (at, event_id).
+ *
+ * A version is live when the newest row (highest `version`) at its place (vehicle, time, id,
+ * lifecycle: the sorting key) is no tombstone: grouping by the place and not only by id and
+ * lifecycle matters, since a version that moved leaves a tombstone at its old place whose
+ * `version` may be above the moved row's. `argMax` suits these columns: none is Nullable (an
+ * aggregate skips the NULLs of a Nullable argument). The keyset condition is on the aggregate, so
+ * each page aggregates every event of the tenant (of the vehicle, with a vehicle facet: a range of
+ * the primary index); otm_events is sorted for tracks, not by the time of changes. With a vehicle
+ * facet `at` is that of the event's versions of that vehicle, which differs only for an event
+ * whose lifecycles name different vehicles.
+ */
+export function eventListSql(database: string, scan: ListScan): string {
+  sqlIdent(database, 'bad ClickHouse database name');
+  const { prewhere, version } = eventFacet(scan.facet);
+  const having: string[] = [];
+  if (scan.since !== undefined) having.push(`at >= ${sqlInt(Math.ceil(scan.since))}`);
+  if (scan.before !== undefined) having.push(`at < ${sqlInt(Math.ceil(scan.before))}`);
+  if (scan.after !== undefined) {
+    const a = sqlInt(scan.after.at);
+    having.push(`(at > ${a} OR (at = ${a} AND event_id > ${sqlString(scan.after.key)}))`);
+  }
+  if (version !== undefined) having.push(`max(f = ${sqlString(version.value)}) = 1`);
+  return `SELECT event_id, max(a) AS at
+FROM (
+  SELECT event_id, argMax(accepted_at, version) AS a, argMax(deleted, version) AS gone${version ? `, argMax(${version.column}, version) AS f` : ''}
+  FROM ${database}.otm_events
+  PREWHERE tenant = ${sqlString(scan.tenant)}${prewhere ? ` AND ${prewhere}` : ''}
+  GROUP BY event_id, lifecycle_rank, vehicle_id, event_time
+)
+WHERE gone = 0
+GROUP BY event_id${having.length > 0 ? `\nHAVING ${having.join(' AND ')}` : ''}
+ORDER BY at, event_id
+LIMIT ${sqlUInt(Math.floor(scan.limit))}`;
+}
+
+/** The columns of a track point, in the order `trackSql` selects them. */
+export const TRACK_COLUMNS = ['event_id', 'lifecycle_rank', 'event_time_ms', 'lat', 'lon', 'speed_kmh', 'heading', 'doc'] as const;
+
+/**
+ * The SQL of a vehicle's track (`ClickHouseEventStore.track`): its location events in the window,
+ * each once, in event time order, with their documents.
+ *
+ * The rows are read through the primary index (tenant, vehicle, `event_time` in whole seconds
+ * around the window). Which rows count is decided on slim columns in the subquery: the newest row
+ * at each place (`LIMIT 1 BY` the place: a tombstone only hides the rows at its own place, and a
+ * moved version's tombstone may have a higher `version` than the moved row), the live ones, then
+ * per event the highest lifecycle (then the newest version), then only location events with a
+ * position in the window, after the cursor, up to the limit. `LIMIT 1 BY` keeps whole rows, where
+ * `argMax` would skip a NULL position of the newest row for an older one's. The documents are read
+ * only for the rows chosen, and sorted once. An event whose versions lie at different times or
+ * vehicles is seen with the highest version this vehicle and window hold.
+ */
+export function trackSql(database: string, scan: TrackScan): string {
+  sqlIdent(database, 'bad ClickHouse database name');
+  const from = sqlInt(Math.ceil(scan.from));
+  const to = sqlInt(Math.ceil(scan.to));
+  const place = `tenant = ${sqlString(scan.tenant)} AND vehicle_id = ${sqlString(scan.vehicle)}
+    AND event_time >= toDateTime(${sqlUInt(clampSeconds(Math.floor(scan.from / 1000)))})
+    AND event_time <= toDateTime(${sqlUInt(clampSeconds(Math.ceil(scan.to / 1000)))})`;
+  const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1', `event_time_ms >= ${from}`, `event_time_ms < ${to}`];
+  if (scan.after !== undefined) {
+    const t = sqlInt(scan.after.time);
+    conditions.push(`(event_time_ms > ${t} OR (event_time_ms = ${t} AND event_id > ${sqlString(scan.after.key)}))`);
+  }
+  const limit = scan.limit === undefined ? '' : `\nLIMIT ${sqlUInt(Math.floor(scan.limit))}`;
+  return `SELECT ${TRACK_COLUMNS.join(', ')}
+FROM ${database}.otm_events
+PREWHERE ${place}
+WHERE (event_id, lifecycle_rank, event_time, version) IN (
+  SELECT event_id, lifecycle_rank, event_time, version
+  FROM (
+    SELECT event_id, lifecycle_rank, event_time, version, event_type, event_time_ms, located
+    FROM (
+      SELECT event_id, lifecycle_rank, event_time, version, deleted, event_type, event_time_ms,
+             isNotNull(lat) AND isNotNull(lon) AS located
+      FROM ${database}.otm_events
+      PREWHERE ${place}
+      ORDER BY event_id, lifecycle_rank, event_time, version DESC
+      LIMIT 1 BY event_id, lifecycle_rank, event_time
+    )
+    WHERE deleted = 0
+    ORDER BY event_id, lifecycle_rank DESC, version DESC
+    LIMIT 1 BY event_id
+  )
+  WHERE ${conditions.join(' AND ')}
+  ORDER BY event_time_ms, event_id${limit}
+)
+ORDER BY event_time_ms, event_id
+LIMIT 1 BY event_id${limit}`;
 }

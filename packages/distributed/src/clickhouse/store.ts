@@ -2,21 +2,36 @@
  * The event store of the distributed deployment on ClickHouse (@clickhouse/client): the
  * `EventStore` port on the tables of `schema.ts`. Writes insert rows (TabSeparated, `tsv.ts`) into
  * `otm_events` and then `otm_event_ids`, with tombstones where a version moved or was deleted;
- * GETs by id that arrive together share one query (`sql.ts`). Failures are classified at one edge
+ * GETs by id that arrive together share one query (`sql.ts`). Lists of events and vehicles' tracks
+ * are read from otm_events (`list`, `track`; `sql.ts` says how versions are told apart); a track is
+ * streamed, one row after the other as ClickHouse sends them. Failures are classified at one edge
  * (`run`, `errors.ts`): a retryable 503 when ClickHouse cannot be reached or is busy, a
  * non-retryable AdapterError when it refuses the request as malformed.
+ *
+ * The feed entries and latest positions of stored events are not kept here
+ * (`keepsTelemetryEffects` is absent): the telemetry worker records them in the entity store once
+ * a write resolved.
  */
 import { Readable } from 'node:stream';
 import DataLoader from 'dataloader';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { KindSegment } from '@otm/model';
-import { AdapterError, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
+import {
+  AdapterError,
+  type DocumentWrite,
+  type EventStore,
+  type ListPosition,
+  type ListScan,
+  type StoredDocument,
+  type TrackPoint,
+  type TrackScan,
+} from '@otm/core';
 import { eventColumns, type EventColumns } from './columns.js';
 import { errorText } from '../error-text.js';
 import { clickhouseFailure } from './errors.js';
 import { EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EventRow, type IdRow } from './schema.js';
-import { eventGetSql, eventPlacementsSql, sqlIdent } from './sql.js';
-import { rowFormat, tsvPieces, type RowFormat } from './tsv.js';
+import { eventGetSql, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
+import { rowFormat, tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
 export interface ClickHouseEventStoreOptions {
   /** e.g. http://127.0.0.1:8123 (user and password may be in the URL). */
@@ -213,6 +228,44 @@ export class ClickHouseEventStore implements EventStore {
       }),
     );
     return asked.map((a) => failed.get(groupOf(a)) ?? found.get(`${groupOf(a)}\0${a.key}`));
+  }
+
+  /** A page of the list of a tenant's telemetry events (kind `events`; `eventListSql`). */
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    if (scan.kind !== 'events' || !(scan.limit > 0)) return [];
+    const rows = await this.select<{ event_id: string; at: string | number }>(eventListSql(this.database, scan));
+    return rows.map((r) => ({ at: Number(r.at), key: r.event_id }));
+  }
+
+  /**
+   * A vehicle's track (`trackSql`), yielded row by row as ClickHouse sends them: the consumer's
+   * pace is the stream's (nothing is read ahead beyond the socket's buffers), and a consumer that
+   * stops early closes the response.
+   */
+  async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
+    if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
+    const rs = await this.run(() => this.client.query({ query: trackSql(this.database, scan), format: 'TabSeparated' }));
+    try {
+      for await (const rows of rs.stream()) {
+        for (const row of rows) {
+          const [key, rank, time, lat, lon, speed, heading, doc] = tsvFields(row.text);
+          yield {
+            time: Number(time),
+            key: key!,
+            lifecycleRank: Number(rank),
+            lat: Number(lat),
+            lon: Number(lon),
+            speedKmh: speed === null || speed === undefined ? null : Number(speed),
+            heading: heading === null || heading === undefined ? null : Number(heading),
+            doc: doc!,
+          };
+        }
+      }
+    } catch (e) {
+      throw clickhouseFailure(e);
+    } finally {
+      rs.close();
+    }
   }
 
   /** The live versions of the given events: `placeKey(tenant, id)` -> rank -> placement. */

@@ -1,9 +1,10 @@
 /**
- * Rows as ClickHouse's TabSeparated input, the format of the event store's inserts: NULL as `\N`,
- * numbers as JavaScript writes them, strings with backslash escapes of tab, newline, carriage
- * return, NUL and backslash, so that a field never holds a raw separator. TabSeparated rather than
- * JSONEachRow: no member names and no escaping of every quote of the document
- * (bench/diag/clickhouse/clickhouse-row-json.mjs compares them). Pure functions, no I/O.
+ * Rows as ClickHouse's TabSeparated format: the event store's inserts, and the tracks it reads
+ * back (`tsvFields`). NULL as `\N`, numbers as JavaScript writes them, strings with backslash
+ * escapes of tab, newline, carriage return, NUL and backslash, so that a field never holds a raw
+ * separator. TabSeparated rather than JSONEachRow: no member names and no escaping of every quote
+ * of the document (bench/diag/clickhouse/clickhouse-row-json.mjs compares them). Pure functions,
+ * no I/O.
  */
 import { sqlIdent } from './sql.js';
 
@@ -67,3 +68,29 @@ export interface RowFormat<R> {
 
 /** The RowFormat of `columns`. */
 export const rowFormat = <R>(columns: readonly (keyof R & string)[]): RowFormat<R> => ({ columns, line: tsvEncoder<R>(columns) });
+
+/** What a backslash escape of ClickHouse's TabSeparated output stands for. */
+const TSV_UNESCAPE: Record<string, string> = {
+  b: '\b',
+  f: '\f',
+  r: '\r',
+  n: '\n',
+  t: '\t',
+  '0': '\0',
+  a: '\x07',
+  v: '\v',
+  "'": "'",
+  '\\': '\\',
+};
+
+/** One field of a TabSeparated line as ClickHouse wrote it: `\N` is NULL, escapes undone. */
+function tsvValue(field: string): string | null {
+  if (field === '\\N') return null;
+  if (!field.includes('\\')) return field;
+  return field.replace(/\\(.)/g, (_, c: string) => TSV_UNESCAPE[c] ?? c);
+}
+
+/** The fields of one line of ClickHouse's TabSeparated output (no line end). */
+export function tsvFields(line: string): Array<string | null> {
+  return line.split('\t').map(tsvValue);
+}

@@ -8,6 +8,15 @@
  * - `P:p:{t:k:id}` sorted set + `P:pe:{t:k:id}` hash: effects waiting for this entity. Score =
  *   acceptedAt, member = `${acceptedAt padded to 15 digits}\0${eventKey}` (so equal scores are
  *   ordered by event key, exactly like the LMDB key), the hash maps the member to the effect's JSON.
+ * - `P:lr:{t:k:id}` string: the entity's list record (facets.ts `encodeListRecord`): when it last
+ *   changed and the facets of each version, so that a unit knows which list members to replace.
+ * - `P:l:{t:k:f}` sorted set (`f` = the facet, escaped), every score 0: the entities listed under
+ *   facet `f`, members `${at padded to 15 digits}|${key}`, so that the lexical order of members is
+ *   the keyset order (at, key) and ZRANGEBYLEX seeks to a position (lists.ts). A list lives in its
+ *   own slot on Redis Cluster (its hash tag is the facet's, not an entity's).
+ * - `P:f:{t}` stream: the tenant's change feed; `P:ff:{t}` string: the id of the newest change
+ *   retention removed from it (feed.ts).
+ * - `P:pos:{t}` hash: field = vehicle storage key, value = its latest position as JSON (positions.ts).
  */
 
 /** Separates the parts of a set or sorted-set member. */
@@ -36,5 +45,28 @@ export class Keys {
   }
   pendingEffects(t: string, k: string, id: string) {
     return `${this.prefix}:pe:${this.tag(t, k, id)}`;
+  }
+  listRecord(t: string, k: string, id: string) {
+    return `${this.prefix}:lr:${this.tag(t, k, id)}`;
+  }
+  /** The hash tag of a list: tenant, kind and facet (a slot of its own on Redis Cluster). */
+  listTag(t: string, k: string, facet: string) {
+    return `{${esc(t)}:${k}:${esc(facet)}}`;
+  }
+  list(t: string, k: string, facet: string) {
+    return `${this.prefix}:l:${this.listTag(t, k, facet)}`;
+  }
+  /** The hash tag of a tenant's feed and positions. */
+  tenantTag(t: string) {
+    return `{${esc(t)}}`;
+  }
+  feed(t: string) {
+    return `${this.prefix}:f:${this.tenantTag(t)}`;
+  }
+  feedFloor(t: string) {
+    return `${this.prefix}:ff:${this.tenantTag(t)}`;
+  }
+  positions(t: string) {
+    return `${this.prefix}:pos:${this.tenantTag(t)}`;
   }
 }

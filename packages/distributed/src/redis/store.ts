@@ -2,15 +2,28 @@
  * The entity store of the distributed deployment on Redis (ioredis): the `EntityStore` port, with
  * the same semantics as the embedded LMDB store (packages/embedded/src/lmdb-store.ts) and the same
  * value encoding. Its keys are laid out in `keys.ts`, units of work (MULTI/EXEC) are
- * `transactions.ts`, the cache of latest versions `tracked-cache.ts`, the typing of failures
- * `errors.ts`. The store owns the connection GETs are read on (or uses one handed in), the units'
- * connection and the cache's listening connection; `close()` ends those it made.
+ * `transactions.ts`, the cache of latest versions `tracked-cache.ts`, lists by facet `lists.ts`,
+ * the change feed `feed.ts`, latest positions `positions.ts`, the typing of failures `errors.ts`.
+ * The store owns the connection GETs are read on (or uses one handed in), the units' connection
+ * and the cache's listening connection; `close()` ends those it made.
  */
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { KindSegment } from '@otm/model';
-import { AdapterError, decodeVersionBytes, type EntityStore, type EntityTx, type StoredDocument } from '@otm/core';
+import {
+  AdapterError,
+  decodeVersionBytes,
+  type EntityStore,
+  type EntityTx,
+  type ListPosition,
+  type ListScan,
+  type StoredDocument,
+  type TelemetrySideEffects,
+} from '@otm/core';
 import { redisFailure } from './errors.js';
+import { DEFAULT_FEED_RETENTION_MS, RedisFeed } from './feed.js';
 import { Keys } from './keys.js';
+import { listBounds, parseListMember } from './lists.js';
+import { RedisPositions } from './positions.js';
 import { TrackedCache } from './tracked-cache.js';
 import { Units } from './transactions.js';
 
@@ -35,6 +48,11 @@ export interface RedisEntityStoreOptions {
   readonly cacheLatest?: boolean;
   /** Told when the cache cannot be used (the server refused CLIENT TRACKING, say). */
   readonly warn?: (message: string) => void;
+  /**
+   * How long the change feed keeps changes (ms; OTM_FEED_RETENTION). Default 7 days. Every change
+   * kept costs Redis memory (feed.ts says how much).
+   */
+  readonly feedRetentionMs?: number;
 }
 
 export class RedisEntityStore implements EntityStore {
@@ -44,6 +62,9 @@ export class RedisEntityStore implements EntityStore {
   private readonly commandTimeoutMs: number;
   private readonly cache: TrackedCache | undefined;
   private readonly units: Units;
+  readonly feed: RedisFeed;
+  readonly positions: RedisPositions;
+  readonly telemetry: TelemetrySideEffects;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
@@ -75,6 +96,10 @@ export class RedisEntityStore implements EntityStore {
     }
     this.cache =
       opts.cacheLatest !== false && this.ownsClient && this.redis instanceof Redis ? new TrackedCache(this.redis, opts.warn) : undefined;
+    const feedRetentionMs = opts.feedRetentionMs ?? DEFAULT_FEED_RETENTION_MS;
+    if (!(feedRetentionMs > 0)) {
+      throw new AdapterError('redis', `RedisEntityStore: feedRetentionMs must be positive, got ${feedRetentionMs}`, { retryable: false });
+    }
     this.units = new Units({
       redis: this.redis,
       keys: this.keys,
@@ -82,7 +107,14 @@ export class RedisEntityStore implements EntityStore {
       cache: this.cache,
       waitForReplicas: opts.waitForReplicas ?? 0,
       waitTimeoutMs: opts.waitTimeoutMs ?? 1_000,
+      feedRetentionMs,
     });
+    this.feed = new RedisFeed(this.redis, this.keys, this.guard, feedRetentionMs);
+    this.positions = new RedisPositions(this.redis, this.keys, this.guard);
+    this.telemetry = {
+      appendFeed: (entries) => this.feed.append(entries),
+      updatePositions: (fixes) => this.positions.update(fixes),
+    };
   }
 
   /**
@@ -148,6 +180,15 @@ export class RedisEntityStore implements EntityStore {
       return decodeVersionBytes(kind, key, top, all[String(top)]!);
     };
     return cache ? cache.read(ek, read) : read(false);
+  }
+
+  /** A page of a list: one ZRANGEBYLEX (lists.ts). */
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    const bounds = listBounds(scan);
+    if (bounds === undefined || !(scan.limit > 0)) return [];
+    const key = this.keys.list(scan.tenant, scan.kind, scan.facet);
+    const members = await this.guard(this.redis.zrangebylex(key, bounds.min, bounds.max, 'LIMIT', 0, Math.floor(scan.limit)));
+    return members.map(parseListMember);
   }
 
   /** A unit of work: reads through its own writes, one MULTI/EXEC (transactions.ts). */

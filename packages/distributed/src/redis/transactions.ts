@@ -15,6 +15,15 @@
  * after the unit resolved) and the replay is idempotent (puts by id and rank, sets, sorted sets), so
  * the state converges to the same result.
  *
+ * Lists and the change feed (lists.ts, feed.ts) change in the same commit: a unit's list records are
+ * read (and WATCHed) like its other reads, and its list members, list records and feed entries are
+ * ops of the same MULTI on a single Redis, so a list or the feed never shows a change the entities
+ * do not have, nor the other way round, and the feed's order is the order units committed. On
+ * Cluster a list and a tenant's feed are slots of their own: their ops are groups of their own, and
+ * the feed's groups are committed only after every other group succeeded, so that a feed entry
+ * never names a change not yet readable (a failure in between leaves a change without its entry
+ * until the replay, which writes it).
+ *
  * Durability: a unit resolves when Redis answered EXEC, so a write is as durable as the server's
  * persistence: run Redis with `appendonly yes` and `appendfsync always` (every acknowledged write
  * survives a crash of the server) or `everysec` (up to about a second of acknowledged writes can
@@ -27,17 +36,22 @@ import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
   decodeVersion,
+  encodeListRecord,
   encodeVersion,
+  listedFacets,
   unavailable,
   type EntityTx,
   type HolderRef,
+  type ListRecord,
   type PendingEffect,
   type StoredDocument,
   type VersionStamp,
 } from '@otm/core';
 import { errorText } from '../error-text.js';
 import { redisFailure } from './errors.js';
+import { addFeedEntry, addFeedTrim, type FeedChange } from './feed.js';
 import { SEP, pad, type Keys } from './keys.js';
+import { listMember } from './lists.js';
 import type { TrackedCache } from './tracked-cache.js';
 
 /** A waiting effect as stored; a value that is not JSON can never be applied (not retryable). */
@@ -49,12 +63,25 @@ function decodePending(key: string, json: string): PendingEffect {
   }
 }
 
+/** A list record as stored; a value that is not JSON can never be used (not retryable). */
+function decodeListRecord(key: string, json: string): ListRecord {
+  try {
+    return JSON.parse(json) as ListRecord;
+  } catch (e) {
+    throw new AdapterError('redis', `the list record ${key} cannot be decoded: ${errorText(e)}`, { retryable: false, cause: e });
+  }
+}
+
 /** Times a unit is run when other processes keep changing the keys it read. */
 const UNIT_ATTEMPTS = 10;
 
-/** One write of a unit; `tag` groups the writes of one entity (one cluster slot). */
+/**
+ * One write of a unit; `tag` groups the writes of one slot on Cluster: an entity's keys, a list,
+ * or a tenant's feed (`of`: the feed's groups are committed last, see the top of this file).
+ */
 interface Op {
   readonly tag: string;
+  readonly of: 'entity' | 'list' | 'feed';
   apply(m: ChainableCommander): void;
 }
 
@@ -69,14 +96,57 @@ export class RedisTx implements EntityTx {
   private readonly overlay = new Map<string, Overlay>();
   private readonly holderOverlay = new Map<string, Map<string, boolean>>();
   private readonly pendingOverlay = new Map<string, Map<string, PendingEffect | null>>();
+  /** List records written by the unit, by key (null: removed). */
+  private readonly listOverlay = new Map<string, ListRecord | null>();
+  /**
+   * The unit's changes for the feed, in the order of their last occurrence: one entry per version
+   * put (the feed names the version, the query reads it, so a second put of it adds nothing) and
+   * per delete, which also drops the puts of the entity before it.
+   */
+  private readonly changes = new Map<string, FeedChange>();
 
   constructor(
     private readonly redis: Redis | Cluster,
     private readonly keys: Keys,
     private readonly guard: <T>(p: Promise<T>) => Promise<T>,
+    /** How long the feed keeps changes (ms): a commit removes what is older. */
+    private readonly feedRetentionMs: number,
     /** On the unit's own connection: WATCH each key before reading it (see `Units.run`). */
     private readonly watching = false,
   ) {}
+
+  /**
+   * The unit's writes, then the XADDs of its feed entries, all stamped with the time of the commit,
+   * then the trimming of each tenant's feed (feed.ts).
+   */
+  commitOps(): Op[] {
+    if (this.changes.size === 0) return this.ops;
+    const at = Date.now();
+    const feed: Op[] = [];
+    const tenants = new Set<string>();
+    for (const c of this.changes.values()) {
+      const key = this.keys.feed(c.tenant);
+      tenants.add(c.tenant);
+      feed.push({ tag: this.keys.tenantTag(c.tenant), of: 'feed', apply: (m) => addFeedEntry(m, key, c, at) });
+    }
+    for (const tenant of tenants) {
+      feed.push({
+        tag: this.keys.tenantTag(tenant),
+        of: 'feed',
+        apply: (m) => addFeedTrim(m, this.keys, tenant, at, this.feedRetentionMs),
+      });
+    }
+    return [...this.ops, ...feed];
+  }
+
+  private change(c: FeedChange): void {
+    const entity = `${c.tenant}${SEP}${c.kind}${SEP}${c.key}${SEP}`;
+    // Lifecycle ranks are 0 to 5 (lifecycle.ts).
+    if (c.op === 'delete') for (let r = 0; r <= 5; r++) this.changes.delete(`${entity}p${r}`);
+    const id = c.op === 'delete' ? `${entity}d` : `${entity}p${c.lifecycleRank}`;
+    this.changes.delete(id);
+    this.changes.set(id, c);
+  }
 
   /**
    * `read` preceded by WATCH of `keys` on the same connection (commands keep their order, so both
@@ -106,13 +176,19 @@ export class RedisTx implements EntityTx {
     o.versions.set(doc.lifecycleRank, doc);
     this.overlay.set(ek, o);
     const value = encodeVersion(doc.json, doc.stamp);
-    this.ops.push({ tag: this.keys.tag(tenant, doc.kind, doc.key), apply: (m) => void m.hset(ek, String(doc.lifecycleRank), value) });
+    this.ops.push({
+      tag: this.keys.tag(tenant, doc.kind, doc.key),
+      of: 'entity',
+      apply: (m) => void m.hset(ek, String(doc.lifecycleRank), value),
+    });
+    this.change({ tenant, op: 'put', kind: doc.kind, key: doc.key, lifecycleRank: doc.lifecycleRank });
   }
 
   delete(tenant: string, kind: KindSegment, key: string): void {
     const ek = this.keys.entity(tenant, kind, key);
     this.overlay.set(ek, { deleted: true, versions: new Map() });
-    this.ops.push({ tag: this.keys.tag(tenant, kind, key), apply: (m) => void m.del(ek) });
+    this.ops.push({ tag: this.keys.tag(tenant, kind, key), of: 'entity', apply: (m) => void m.del(ek) });
+    this.change({ tenant, op: 'delete', kind, key, lifecycleRank: 0 });
   }
 
   async holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]> {
@@ -137,6 +213,7 @@ export class RedisTx implements EntityTx {
     this.holderOverlay.set(hk, m);
     this.ops.push({
       tag: this.keys.tag(tenant, child.kind, child.key),
+      of: 'entity',
       apply: (multi) => void (present ? multi.sadd(hk, member) : multi.srem(hk, member)),
     });
   }
@@ -177,6 +254,7 @@ export class RedisTx implements EntityTx {
     const json = add ? JSON.stringify(e) : '';
     this.ops.push({
       tag: this.keys.tag(tenant, kind, key),
+      of: 'entity',
       apply: (multi) => {
         if (add) multi.zadd(pk, e.acceptedAt, member).hset(pek, member, json);
         else multi.zrem(pk, member).hdel(pek, member);
@@ -191,6 +269,58 @@ export class RedisTx implements EntityTx {
   removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
     this.pendingOp(tenant, kind, key, effect, false);
   }
+
+  /**
+   * The list records of the entities, through the unit's overlay; those not written by the unit
+   * are read (and WATCHed) together: one GET each, sent at once (MGET would need one slot on
+   * Cluster), one round trip.
+   */
+  async listRecords(
+    tenant: string,
+    refs: ReadonlyArray<{ readonly kind: KindSegment; readonly key: string }>,
+  ): Promise<Array<ListRecord | undefined>> {
+    const keys = refs.map((r) => this.keys.listRecord(tenant, r.kind, r.key));
+    const unread = [...new Set(keys.filter((k) => !this.listOverlay.has(k)))];
+    const stored = new Map<string, string | null>();
+    if (unread.length > 0) {
+      const values = await this.watched(unread, () => Promise.all(unread.map((k) => this.redis.get(k))));
+      unread.forEach((k, i) => stored.set(k, values[i] ?? null));
+    }
+    return keys.map((k) => {
+      const own = this.listOverlay.get(k);
+      if (own !== undefined) return own ?? undefined;
+      const raw = stored.get(k);
+      return raw === null || raw === undefined ? undefined : decodeListRecord(k, raw);
+    });
+  }
+
+  /**
+   * Moves the entity's members from `previous`'s lists (at its time) to `next`'s, and keeps `next`
+   * as its record; a member that stays the same is left alone.
+   */
+  setListRecord(tenant: string, kind: KindSegment, key: string, next: ListRecord | undefined, previous: ListRecord | undefined): void {
+    const rk = this.keys.listRecord(tenant, kind, key);
+    this.listOverlay.set(rk, next ?? null);
+    const members = (r: ListRecord | undefined) => new Map(r === undefined ? [] : listedFacets(r).map((f) => [f, listMember(r.at, key)]));
+    const before = members(previous);
+    const after = members(next);
+    for (const [facet, member] of before) {
+      if (after.get(facet) === member) continue;
+      const lk = this.keys.list(tenant, kind, facet);
+      this.ops.push({ tag: this.keys.listTag(tenant, kind, facet), of: 'list', apply: (m) => void m.zrem(lk, member) });
+    }
+    for (const [facet, member] of after) {
+      if (before.get(facet) === member) continue;
+      const lk = this.keys.list(tenant, kind, facet);
+      this.ops.push({ tag: this.keys.listTag(tenant, kind, facet), of: 'list', apply: (m) => void m.zadd(lk, 0, member) });
+    }
+    const value = next === undefined ? undefined : encodeListRecord(next);
+    this.ops.push({
+      tag: this.keys.tag(tenant, kind, key),
+      of: 'entity',
+      apply: (m) => void (value === undefined ? m.del(rk) : m.set(rk, value)),
+    });
+  }
 }
 
 /** What the units of a store share with it. */
@@ -204,6 +334,8 @@ export interface UnitContext {
   /** After each commit, WAIT for this many replicas (0: no wait), at most `waitTimeoutMs`. */
   readonly waitForReplicas: number;
   readonly waitTimeoutMs: number;
+  /** How long the feed keeps changes (ms). */
+  readonly feedRetentionMs: number;
 }
 
 /** The units of work of one store, and the connection they run on. */
@@ -222,14 +354,23 @@ export class Units {
    * Cluster client the writes are grouped by slot and not conditional (see the top of this file).
    */
   async run<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
-    const { redis, keys, guard } = this.ctx;
+    const { redis, keys, guard, feedRetentionMs } = this.ctx;
     if (redis instanceof Cluster) {
-      const tx = new RedisTx(redis, keys, guard);
+      const tx = new RedisTx(redis, keys, guard, feedRetentionMs);
       const result = await work(tx);
       if (tx.ops.length === 0) return result;
-      const byTag = new Map<string, Op[]>();
-      for (const op of tx.ops) byTag.set(op.tag, [...(byTag.get(op.tag) ?? []), op]);
-      await Promise.all([...byTag.values()].map((ops) => this.exec(redis, ops)));
+      const ops = tx.commitOps();
+      const groups = (selected: readonly Op[]) => {
+        const byTag = new Map<string, Op[]>();
+        for (const op of selected) {
+          const group = byTag.get(op.tag);
+          if (group === undefined) byTag.set(op.tag, [op]);
+          else group.push(op);
+        }
+        return [...byTag.values()];
+      };
+      await Promise.all(groups(ops.filter((op) => op.of !== 'feed')).map((group) => this.exec(redis, group)));
+      await Promise.all(groups(ops.filter((op) => op.of === 'feed')).map((group) => this.exec(redis, group)));
       return result;
     }
     const turn = this.unitTurn.then(() => this.conditionalUnit(work));
@@ -243,7 +384,7 @@ export class Units {
   private async conditionalUnit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
     const conn = (this.unitConnection ??= this.connectionForUnits());
     for (let attempt = 1; ; attempt++) {
-      const tx = new RedisTx(conn, this.ctx.keys, this.ctx.guard, true);
+      const tx = new RedisTx(conn, this.ctx.keys, this.ctx.guard, this.ctx.feedRetentionMs, true);
       let result: T;
       try {
         result = await work(tx);
@@ -255,7 +396,7 @@ export class Units {
         await this.ctx.guard(conn.unwatch());
         return result;
       }
-      if (await this.exec(conn, tx.ops)) {
+      if (await this.exec(conn, tx.commitOps())) {
         await this.waitForReplicas();
         return result;
       }
@@ -290,7 +431,7 @@ export class Units {
     } finally {
       // Whatever EXEC did (even when it failed, some of it may be applied), this process's next
       // read of these entities asks Redis: it reads its own writes at once.
-      if (cache) for (const op of ops) cache.drop(keys.entityOfTag(op.tag));
+      if (cache) for (const op of ops) if (op.of === 'entity') cache.drop(keys.entityOfTag(op.tag));
     }
     if (replies === null) return false;
     for (const [err] of replies) if (err) throw redisFailure(err);

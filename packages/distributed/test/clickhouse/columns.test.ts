@@ -1,6 +1,7 @@
 /** Unit tests (no I/O): unit normalisation and the analyst columns of an event. */
 import { describe, expect, it } from 'vitest';
-import { eventColumns, normaliseQuantity, speedKmh } from '../../src/index.js';
+import { speedKmh } from '@otm/core';
+import { eventColumns, normaliseQuantity } from '../../src/index.js';
 
 describe('normaliseQuantity', () => {
   it.each([

@@ -1,13 +1,13 @@
 /**
  * ClickHouseEventStore beyond the EventStore contract: the analyst columns as stored (SELECT on
- * the table), moves and deletes seen through FINAL, and every SQL block of docs/analytics.md run
- * as written against ClickHouse 18.16.
+ * the table), moves and deletes seen through FINAL, lists of events and vehicles' tracks, and every
+ * SQL block of docs/analytics.md run as written against ClickHouse 18.16.
  */
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdapterError, type DocumentWrite } from '@otm/core';
+import { AdapterError, type DocumentWrite, type ListPosition, type ListScan, type TrackPoint, type TrackScan } from '@otm/core';
 import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
 import { ClickHouseEventStore, eventStoreDdl } from '../../src/index.js';
 
@@ -337,6 +337,217 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     expect(await store.ready()).toBe(false);
     await expect(store.get('t', 'events', randomUUID())).rejects.toMatchObject({ status: 503, retryable: true });
     await store.close();
+  });
+
+  describe('lists of events and tracks of vehicles', () => {
+    let store: ClickHouseEventStore;
+    const T0 = Date.parse('2024-03-01T00:00:00Z');
+    const iso = (ms: number) => new Date(ms).toISOString();
+    /** A put with the acceptance time given (the `at` of lists). */
+    const putAt = (tenant: string, doc: Record<string, unknown>, acceptedAt: number, rank = 0): DocumentWrite => ({
+      op: 'put',
+      tenant,
+      doc: { kind: 'events', key: doc.id as string, lifecycleRank: rank, json: JSON.stringify(doc), stamp: { modified: 0, acceptedAt } },
+    });
+    const loc = (id: string, ms: number, vehicle = V1, over: Record<string, unknown> = {}) => ({
+      id,
+      eventType: 'locationUpdateEvent',
+      creationDate: iso(ms),
+      vehicle: ref('vehicle', vehicle),
+      geoReference: {
+        type: 'latLonPointGeoReference',
+        lat: 52,
+        lon: 4,
+        speed: { value: 10, unit: 'm/s' },
+        heading: { value: 90, unit: 'deg' },
+      },
+      ...over,
+    });
+    const drain = async <T>(it: AsyncIterable<T>): Promise<T[]> => {
+      const out: T[] = [];
+      for await (const x of it) out.push(x);
+      return out;
+    };
+
+    beforeAll(async () => {
+      store = new ClickHouseEventStore({ url: ch.url, database: `otm_lt_${randomUUID().slice(0, 8)}` });
+      await store.migrate();
+    });
+    afterAll(async () => {
+      await store?.dropDatabase();
+      await store?.close();
+    });
+
+    it('lists events by their latest live version, in keyset order, by facet, after a cursor, within since and before', async () => {
+      const tenant = 'list';
+      const [located, sensed, ranked, deleted, moved, tieA, tieB, other] = ['l1', 's1', 'r1', 'd1', 'm1', 'ta', 'tb', 'o1'];
+      await store.write([
+        putAt(tenant, loc(located, T0), 1000),
+        putAt(tenant, { id: sensed, eventType: 'sensorUpdateEvent', creationDate: iso(T0), value: { value: 1, unit: 'Cel' } }, 2000),
+        putAt(tenant, loc(ranked, T0 + 1000, V2, { lifecycle: 'planned' }), 1500, 2),
+        putAt(tenant, loc(deleted, T0 + 2000), 2500),
+        putAt(tenant, loc(moved, T0 + 3000), 1200),
+        putAt(tenant, loc(tieB, T0), 5000),
+        putAt(tenant, loc(tieA, T0), 5000),
+        putAt('another', loc(other, T0), 1000),
+      ]);
+      // A later lifecycle of `ranked` (it is listed at its latest acceptance), a deletion, and a
+      // move to another time (its old place gets a tombstone with a higher version than the moved
+      // row: the move is alone in its write).
+      await store.write([putAt(tenant, loc(ranked, T0 + 1000, V2, { lifecycle: 'actual' }), 3000, 4)]);
+      await store.write([{ op: 'delete', tenant, kind: 'events', key: deleted }]);
+      await store.write([putAt(tenant, loc(moved, T0 + 86_400_000), 4000)]);
+      const list = (over: Partial<ListScan> = {}) => store.list({ tenant, kind: 'events', facet: '', limit: 100, ...over });
+      const all = [
+        { at: 1000, key: located },
+        { at: 2000, key: sensed },
+        { at: 3000, key: ranked },
+        { at: 4000, key: moved },
+        { at: 5000, key: tieA },
+        { at: 5000, key: tieB },
+      ];
+      expect(await list()).toEqual(all);
+      expect(await list({ facet: 'externalId=X-1' })).toEqual(all); // no column: every event is a candidate
+      expect(await list({ facet: 'eventType=locationUpdateEvent' })).toEqual(all.filter((e) => e.key !== sensed));
+      expect(await list({ facet: 'eventType=sensorUpdateEvent' })).toEqual([{ at: 2000, key: sensed }]);
+      expect(await list({ facet: `vehicle=${V2}` })).toEqual([{ at: 3000, key: ranked }]);
+      expect(await list({ facet: `vehicle=${V1}` })).toEqual(all.filter((e) => e.key !== sensed && e.key !== ranked));
+      // Every live lifecycle counts, and `at` is the event's, whichever version matched.
+      expect(await list({ facet: 'lifecycle=planned' })).toEqual([{ at: 3000, key: ranked }]);
+      expect(await list({ facet: 'lifecycle=actual' })).toEqual([{ at: 3000, key: ranked }]);
+      expect(await list({ facet: 'lifecycle=realized' })).toEqual([]);
+      expect(await list({ since: 2000, before: 5000 })).toEqual(all.slice(1, 4));
+      expect(await list({ after: { at: 5000, key: tieA } })).toEqual([{ at: 5000, key: tieB }]);
+      expect(await list({ after: { at: 2000, key: sensed }, since: 1000, limit: 2 })).toEqual(all.slice(2, 4));
+      expect(await list({ after: { at: 1000, key: located }, since: 4000 })).toEqual(all.slice(3));
+      const pages: ListPosition[] = [];
+      for (let after: ListPosition | undefined; ;) {
+        const page = await list({ limit: 2, ...(after ? { after } : {}) });
+        pages.push(...page);
+        if (page.length < 2) break;
+        after = page[page.length - 1];
+      }
+      expect(pages).toEqual(all);
+      expect(await list({ limit: 0 })).toEqual([]);
+      expect(await store.list({ tenant, kind: 'trips', facet: '', limit: 10 })).toEqual([]);
+      expect(await list({ tenant: 'another' })).toEqual([{ at: 1000, key: other }]);
+    });
+
+    it("streams a vehicle's location events in [from, to), each once in its highest live lifecycle, after a cursor, up to a limit", async () => {
+      const tenant = 'track';
+      const at = (s: number) => T0 + s * 1000;
+      const odd = 'tab\there, newline\nthere, backslash \\ and "quotes"';
+      await store.write([
+        put(tenant, loc('p-from', at(0))), // exactly at `from`: in
+        put(tenant, loc('p-before', at(0) - 1)), // 1 ms before `from`, in the same second: out
+        put(tenant, loc('p-b', at(10))),
+        put(tenant, loc('p-a', at(10))), // the same time as p-b: ordered by key
+        put(
+          tenant,
+          loc('p-ranked', at(20), V1, { lifecycle: 'planned', geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 1 } }),
+          2,
+        ),
+        put(tenant, loc('p-gone', at(30))),
+        put(tenant, loc('p-moved', at(40))),
+        put(tenant, loc('p-away', at(50))),
+        put(tenant, loc('p-other', at(55))),
+        put(tenant, loc('p-odd', at(60), V1, { name: odd })),
+        put(tenant, loc('p-noposition', at(65), V1, { geoReference: undefined })),
+        put(tenant, { id: 'p-sensor', eventType: 'sensorUpdateEvent', creationDate: iso(at(70)), vehicle: ref('vehicle', V1) }),
+        put(tenant, loc('p-to', at(100))), // exactly at `to`: out
+        put('another', loc('p-tenant', at(10))),
+      ]);
+      await store.write([
+        put(
+          tenant,
+          loc('p-ranked', at(20), V1, { lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 2, lon: 2 } }),
+          4,
+        ),
+      ]);
+      await store.write([{ op: 'delete', tenant, kind: 'events', key: 'p-gone' }]);
+      await store.write([put(tenant, loc('p-moved', at(80)))]); // moved within the window (tombstone above the moved row)
+      await store.write([put(tenant, loc('p-away', at(500)))]); // moved out of the window
+      await store.write([put(tenant, loc('p-other', at(55), V2))]); // moved to another vehicle
+      await store.write([put(tenant, loc('p-to', at(100)))]); // replayed: still once (and still out)
+      const scan: TrackScan = { tenant, vehicle: V1, from: at(0), to: at(100) };
+      const points = await drain(store.track(scan));
+      expect(points.map((p) => `${(p.time - T0) / 1000} ${p.key} ${p.lifecycleRank}`)).toEqual([
+        '0 p-from 0',
+        '10 p-a 0',
+        '10 p-b 0',
+        '20 p-ranked 4',
+        '60 p-odd 0',
+        '80 p-moved 0',
+      ]);
+      expect(points[0]).toEqual({
+        time: at(0),
+        key: 'p-from',
+        lifecycleRank: 0,
+        lat: 52,
+        lon: 4,
+        speedKmh: 36,
+        heading: 90,
+        doc: JSON.stringify(loc('p-from', at(0))),
+      });
+      expect(points[3]).toMatchObject({ lat: 2, lon: 2, speedKmh: null, heading: null });
+      expect(points[4]!.doc).toBe(JSON.stringify(loc('p-odd', at(60), V1, { name: odd })));
+      // Pages of two, each after the last point of the one before.
+      const pages: TrackPoint[] = [];
+      for (let after: { time: number; key: string } | undefined; ;) {
+        const page = await drain(store.track({ ...scan, limit: 2, ...(after ? { after } : {}) }));
+        pages.push(...page);
+        if (page.length < 2) break;
+        after = { time: page[1]!.time, key: page[1]!.key };
+      }
+      expect(pages).toEqual(points);
+      expect(await drain(store.track({ ...scan, after: { time: at(10), key: 'p-a' } }))).toEqual(points.slice(2));
+      expect((await drain(store.track({ ...scan, to: at(100) + 1 }))).map((p) => p.key)).toContain('p-to');
+      expect((await drain(store.track({ ...scan, from: at(0) - 1 }))).map((p) => p.key)).toContain('p-before');
+      expect(await drain(store.track({ ...scan, vehicle: V2 }))).toMatchObject([{ key: 'p-other' }]);
+      expect(await drain(store.track({ ...scan, limit: 0 }))).toEqual([]);
+      expect(await drain(store.track({ ...scan, to: scan.from }))).toEqual([]);
+    });
+
+    it('streams a day of fixes at one a second (86,400 points) without gathering them, and stops reading when the consumer stops', async () => {
+      const tenant = 'day';
+      const vehicle = randomUUID();
+      const started = Date.now();
+      for (let s = 0; s < 86_400; s += 14_400) {
+        await store.write(
+          Array.from({ length: 14_400 }, (_, i) => put(tenant, loc(`d-${String(s + i).padStart(5, '0')}`, T0 + (s + i) * 1000, vehicle))),
+        );
+      }
+      const wrote = Date.now() - started;
+      const scan: TrackScan = { tenant, vehicle, from: T0, to: T0 + 86_400_000 };
+      /** A consumer that keeps nothing but a count, the last point's place and the heap's peak. */
+      const count = async (it: AsyncIterable<TrackPoint>, stopAt = Infinity) => {
+        let n = 0;
+        let last = -1;
+        let inOrder = true;
+        const heap0 = process.memoryUsage().heapUsed;
+        let peak = 0;
+        for await (const p of it) {
+          if (p.time <= last) inOrder = false;
+          last = p.time;
+          if (++n % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - heap0);
+          if (n >= stopAt) break;
+        }
+        return { n, inOrder, peakMiB: peak / 2 ** 20 };
+      };
+      const t = Date.now();
+      const whole = await count(store.track(scan));
+      console.log(
+        `track: 86,400 points written in ${wrote} ms, streamed in ${Date.now() - t} ms, heap grew at most ${whole.peakMiB.toFixed(1)} MiB`,
+      );
+      expect(whole).toMatchObject({ n: 86_400, inOrder: true });
+      // The store yields as it reads: a consumer that stops after ten points ends the response, and
+      // the store answers the next request.
+      const t1 = Date.now();
+      expect(await count(store.track(scan), 10)).toMatchObject({ n: 10, inOrder: true });
+      const stopped = Date.now() - t1;
+      expect((await count(store.track({ ...scan, from: T0 + 3_600_000, limit: 3_600 }))).n).toBe(3_600);
+      console.log(`track: the first 10 points of 86,400 in ${stopped} ms`);
+    });
   });
 
   describe('docs/analytics.md', () => {

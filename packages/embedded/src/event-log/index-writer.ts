@@ -4,17 +4,26 @@
  *
  * Invariants:
  * - An index change is made only after its record is durable in the log. Changes are gathered
- *   for INDEX_DELAY_MS (or up to INDEX_BATCH of them) into one LMDB commit that no answer waits
- *   for; until it commits, reads find the new positions in `recent`, which they look at first.
+ *   for INDEX_DELAY_MS (or up to INDEX_BATCH of them) into LMDB commits that no answer waits
+ *   for (of at most INDEX_CHUNK changes each, see `applyIndex`); until they commit, reads find the
+ *   new positions in `recent`, which they look at first.
  * - The checkpoint (how far into the log the index has been applied, `seg:offset`) is written in
  *   the same LMDB transaction as the changes it covers: committed together or not at all. A start
- *   replays the log from it (recovery.ts), so an index behind the log catches up.
+ *   replays the log from it (recovery.ts), so an index behind the log catches up. Transactions
+ *   commit in the order their changes were queued, which is the order of the log.
  * - Once a commit failed, the checkpoint is never moved past the changes it lost: every later
  *   batch writes the last committed checkpoint again, so that the next start replays them.
+ * - What the store keeps besides the index (effects.ts: lists, tracks, and the feed entries and
+ *   latest positions) is written in the same transaction, from the changes the entries carry.
+ *   That transaction is one callback (lmdb-js's `childTransaction`: all of it or nothing, also when
+ *   the callback throws), because feed numbers must be given inside the transaction that writes
+ *   them (feed.ts).
  */
-import type { Database } from 'lmdb';
+import type { Database, RootDatabase } from 'lmdb';
 import { AdapterError } from '@otm/core';
 import { RANKS_DOWN } from '../keys.js';
+import type { Fix } from '../positions.js';
+import type { EventChange, EventEffects } from './effects.js';
 import { eventIndexBehind, eventIndexFailed } from './metrics.js';
 
 /**
@@ -37,6 +46,12 @@ export const CHECKPOINT = 'checkpoint';
  */
 const INDEX_DELAY_MS = 10;
 const INDEX_BATCH = 20_000;
+/**
+ * Most changes in one transaction. Its callback runs on the event loop and records each change's
+ * lists, track and feed entry besides (effects.ts: about ten LMDB operations of a few µs each an
+ * event), so a burst of 20,000 in one callback would hold every answer up for most of a second.
+ */
+const INDEX_CHUNK = 1_000;
 
 /** An index value: u32 segment, u32 offset, u32 length, u32 generation. */
 export const encodePos = (p: Pos): Buffer => {
@@ -65,6 +80,8 @@ export class IndexEntry implements Pos {
   seg = 0;
   gen = 0;
   off = 0;
+  /** What the index commit records besides the entry (effects.ts); on the first entry of a deletion. */
+  change: EventChange | undefined = undefined;
   constructor(
     readonly k: string,
     /** Where the JSON starts in its record buffer. */
@@ -74,7 +91,7 @@ export class IndexEntry implements Pos {
 }
 
 /** One index change: a put's entry, or a delete's prefix. */
-export type IndexOp = IndexEntry | { readonly prefix: string };
+export type IndexOp = IndexEntry | { readonly prefix: string; change?: EventChange };
 
 export class IndexWriter {
   /**
@@ -89,15 +106,21 @@ export class IndexWriter {
   private checkpoint = '';
   /** The last index batch handed to LMDB, until it is committed. */
   private indexing: Promise<void> | undefined;
+  /** A batch handed to LMDB whose callback has not run yet: the next waits for it (see `applyIndex`). */
+  private handedOver = false;
+  /** Changes handed to LMDB so far (for `flush`). */
+  private taken = 0;
   /** Set when LMDB failed to commit index changes: the checkpoint then stays where it was. */
   private indexFailed = false;
   /** The checkpoint LMDB last committed (at start: where recovery left the index). */
   private committedCheckpoint = '';
 
   constructor(
+    private readonly root: RootDatabase,
     private readonly index: Database<Buffer, string>,
     private readonly meta: Database<string, string>,
     private readonly warn: ((message: string) => void) | undefined,
+    private readonly effects: EventEffects,
   ) {}
 
   /** Where recovery left the index: the log is applied up to `checkpoint`, durably. */
@@ -130,10 +153,11 @@ export class IndexWriter {
   }
 
   /** Queues a deletion whose record is durable in the log: every rank of `prefix` goes. */
-  delete(prefix: string): void {
+  delete(prefix: string, change?: EventChange): void {
     for (const r of RANKS_DOWN) {
       // A deletion waiting for the index: a new object each time, so that each is told apart in `recent`.
       const e = new IndexEntry(prefix + r, 0, -1);
+      if (r === RANKS_DOWN[0]) e.change = change;
       this.recent.set(e.k, e);
       this.indexQueue.push(e);
     }
@@ -149,14 +173,20 @@ export class IndexWriter {
 
   /** Hands what is queued to LMDB now and waits until it is committed (or failed). */
   async flush(): Promise<void> {
-    this.applyIndex();
-    await this.indexing;
+    const target = this.taken + this.indexQueue.length;
+    for (;;) {
+      this.applyIndex();
+      const last = this.indexing;
+      // Batches commit in order: once the one holding the last change queued now settled, all did.
+      if (this.taken >= target || last === undefined) return await last;
+      await last;
+    }
   }
 
   /**
-   * Hands the queued index changes to LMDB with the checkpoint after them, in one event-loop turn
-   * and so in one LMDB transaction (lmdb-js's event-turn batching): committed together or not at
-   * all. Once committed, drops them from `recent` unless a later change replaced them there.
+   * Hands the queued index changes to LMDB with what they record besides (effects.ts) and the
+   * checkpoint after them, in one transaction callback: committed together or not at all. Once
+   * committed, drops them from `recent` unless a later change replaced them there.
    * Should a commit fail, its changes stay in `recent` (still read from there), and from then on
    * every batch writes the checkpoint of the last committed one instead of moving it, so that
    * the next start replays the log from before the lost changes (a later batch may already have
@@ -165,18 +195,56 @@ export class IndexWriter {
   private applyIndex(): void {
     clearTimeout(this.indexTimer);
     this.indexTimer = undefined;
-    const todo = this.indexQueue;
-    if (todo.length === 0) return;
-    this.indexQueue = [];
-    for (const e of todo) void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e)));
-    const checkpoint = this.indexFailed ? this.committedCheckpoint : this.checkpoint;
-    const settled: Promise<void> = this.meta
-      .put(CHECKPOINT, checkpoint)
+    // One batch at a time is handed over: the next once the callback of this one has run, in a
+    // later turn, so that the callbacks of two batches never run back to back in one turn.
+    if (this.handedOver) return;
+    const queued = this.indexQueue;
+    if (queued.length === 0) return;
+    let todo = queued;
+    let covers = this.checkpoint;
+    if (queued.length > INDEX_CHUNK) {
+      // Cut after a put: the log is then covered up to the end of its record (its JSON ends it).
+      let cut = INDEX_CHUNK;
+      while (cut > 0 && queued[cut - 1]!.len < 0) cut--;
+      if (cut > 0) {
+        const last = queued[cut - 1]!;
+        todo = queued.slice(0, cut);
+        covers = `${last.seg}:${last.off + last.len}`;
+      }
+    }
+    this.indexQueue = todo === queued ? [] : queued.slice(todo.length);
+    this.taken += todo.length;
+    this.handedOver = true;
+    const next = () => {
+      this.handedOver = false;
+      if (this.indexQueue.length > 0) {
+        clearTimeout(this.indexTimer);
+        this.indexTimer = setTimeout(() => this.applyIndex(), 0);
+      }
+    };
+    const checkpoint = this.indexFailed ? this.committedCheckpoint : covers;
+    let stored: Fix[] = [];
+    let ran = false;
+    const settled: Promise<void> = this.root
+      .childTransaction(() => {
+        ran = true;
+        next();
+        for (const e of todo) void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e)));
+        stored = this.effects.apply(changesOf(todo));
+        void this.meta.put(CHECKPOINT, checkpoint);
+        // Needed once: entries replaced in `recent` stay there a while, their changes need not.
+        for (const e of todo) e.change = undefined;
+      })
+      .finally(() => {
+        // Settled without its callback having run (LMDB refused the transaction): go on all the same.
+        if (!ran) next();
+      })
       .then(
         () => {
           for (const e of todo) if (this.recent.get(e.k) === e) this.recent.delete(e.k);
           eventIndexBehind.set(this.recent.size);
           this.committedCheckpoint = checkpoint;
+          this.effects.committed(stored);
         },
         (e: unknown) => {
           if (this.indexFailed) return;
@@ -193,4 +261,9 @@ export class IndexWriter {
       });
     this.indexing = settled;
   }
+}
+
+/** The changes the entries carry, in order. */
+function* changesOf(entries: readonly IndexEntry[]): Generator<EventChange> {
+  for (const e of entries) if (e.change !== undefined) yield e.change;
 }

@@ -7,7 +7,10 @@
  *   it the old one). A move of index entries to a new generation that a `moving` mark says was
  *   under way is finished first (`rollForward`).
  * - Replay: the log is replayed into the index from the index's checkpoint, so an index behind the
- *   log after a crash (its last changes not committed yet) catches up.
+ *   log after a crash (its last changes not committed yet) catches up; with it, what the index
+ *   commit records besides (effects.ts: lists, tracks, feed entries, positions), each record's
+ *   document parsed once. A batch of the replay moves the checkpoint in its own transaction, so
+ *   that a stop during the replay does not make the next start record the same changes twice.
  * - Torn tail: a record at the tail of the last segment that is not whole (a write cut off by a
  *   crash: never answered, because its write never returned) is cut off, with a warning.
  *
@@ -20,6 +23,8 @@ import path from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
 import { AdapterError } from '@otm/core';
 import { RANKS_DOWN } from '../keys.js';
+import type { KindSegment } from '@otm/model';
+import { putChange, type EventChange, type EventEffects } from './effects.js';
 import { CHECKPOINT, decodePos, encodePos } from './index-writer.js';
 import { eventLogBytes } from './metrics.js';
 import { HEADER, OP_DELETE, OP_PUT, readRecordSync } from './record.js';
@@ -32,6 +37,8 @@ export interface RecoveryContext {
   readonly meta: Database<string, string>;
   readonly segments: SegmentFiles;
   readonly warn: ((message: string) => void) | undefined;
+  /** What the index commit records besides the index, recorded again for the records replayed. */
+  readonly effects: EventEffects;
 }
 
 /** The log is damaged in a way no start can repair: not retryable. */
@@ -183,19 +190,41 @@ function rollForward(ctx: RecoveryContext, n: number, from: number, to: number):
   }
 }
 
-/** Applies segment `n` from `from` to the index; returns where its last whole record ends. */
+/** The tenant, kind and key of a record's key (`tenant|kind|key|` and, for a put, the rank). */
+function partsOf(k: string): { tenant: string; kind: KindSegment; key: string } {
+  const first = k.indexOf('|');
+  const second = k.indexOf('|', first + 1);
+  return { tenant: k.slice(0, first), kind: k.slice(first + 1, second) as KindSegment, key: k.slice(second + 1, k.lastIndexOf('|')) };
+}
+
+/**
+ * Applies segment `n` from `from` to the index, and records the effects of its records again;
+ * returns where its last whole record ends.
+ */
 function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): number {
-  const { index, segments } = ctx;
+  const { index, segments, effects } = ctx;
   const fd = segments.fdOf(n);
   const fileSize = fs.fstatSync(fd).size;
   let at = from;
   let batch: (() => void)[] = [];
+  let changes: EventChange[] = [];
   const apply = () => {
     if (batch.length === 0) return;
     const todo = batch;
+    const done = changes;
+    const checkpoint = `${n}:${at}`;
     batch = [];
-    ctx.root.transactionSync(() => todo.forEach((f) => f()));
+    changes = [];
+    let stored: ReturnType<EventEffects['apply']> = [];
+    ctx.root.transactionSync(() => {
+      todo.forEach((f) => f());
+      stored = effects.apply(done);
+      ctx.meta.putSync(CHECKPOINT, checkpoint);
+    });
+    effects.committed(stored);
   };
+  // Replayed records do not carry the time they were accepted: they are listed at the replay's.
+  const now = Date.now();
   const head = Buffer.allocUnsafe(HEADER);
   const name = segmentName(n, segments.genOf(n));
   while (at < fileSize) {
@@ -218,8 +247,13 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     if (body[0] === OP_PUT) {
       const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + 3 + kb, len: len - 3 - kb });
       batch.push(() => index.putSync(k, value));
+      const { tenant, kind, key } = partsOf(k);
+      changes.push(
+        putChange(tenant, kind, key, Number(k.slice(k.lastIndexOf('|') + 1)), now, undefined, () => body.toString('utf8', 3 + kb)),
+      );
     } else if (body[0] === OP_DELETE) {
       batch.push(() => RANKS_DOWN.forEach((r) => index.removeSync(k + r)));
+      changes.push({ op: 'delete', ...partsOf(k) });
     } else {
       torn(`an unknown operation ${body[0]}`);
       break;

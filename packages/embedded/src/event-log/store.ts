@@ -20,13 +20,27 @@
  * from the checkpoint into the index, so an index behind the log after a crash catches up, and a
  * torn record at the tail of the log (a write cut off by a crash: never answered, because its write
  * never returned) is cut off.
+ *
+ * The index commit also records the events' lists and tracks, and, beside the embedded entity
+ * store, their feed entries and the vehicles' latest positions (effects.ts); the replay at start
+ * records them again for what it replays, so they agree with the log after any stop.
  */
 import fs from 'node:fs';
 import type { Database, RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
-import { AdapterError, type DocumentWrite, type EventStore, type StoredDocument } from '@otm/core';
+import {
+  AdapterError,
+  type DocumentWrite,
+  type EventStore,
+  type ListPosition,
+  type ListScan,
+  type StoredDocument,
+  type TrackPoint,
+  type TrackScan,
+} from '@otm/core';
 import { prefixOf, ranksToTry } from '../keys.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
+import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
 import { IndexEntry, IndexWriter, type IndexOp } from './index-writer.js';
 import { eventLogRecords } from './metrics.js';
@@ -45,11 +59,18 @@ export interface EventLogOptions {
   /** Told what recovery found (a torn tail cut off, a compaction cut short). */
   readonly warn?: (message: string) => void;
   readonly compaction?: CompactionOptions;
+  /**
+   * Where the feed entries and latest positions of the events go, when this store records them
+   * (beside the embedded entity store, whose feed and positions they are); absent: the telemetry
+   * worker records them elsewhere (`keepsTelemetryEffects` false).
+   */
+  readonly telemetryEffects?: TelemetryEffects;
 }
 
 export class LogEventStore implements EventStore {
   /** Writes are encoded and queued in call order, and the queue is written and indexed in order. */
   readonly appliesInCallOrder = true;
+  readonly keepsTelemetryEffects: boolean;
 
   private readonly index: Database<Buffer, string>;
   private readonly meta: Database<string, string>;
@@ -57,11 +78,14 @@ export class LogEventStore implements EventStore {
   private readonly writer: IndexWriter;
   private readonly commits: GroupCommit;
   private readonly compactor: Compactor;
+  private readonly effects: EventEffects;
   private closed = false;
 
   constructor(private readonly opts: EventLogOptions) {
     this.index = opts.root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
     this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
+    this.keepsTelemetryEffects = opts.telemetryEffects !== undefined;
+    this.effects = new EventEffects((name) => opts.root.openDB<string, string>({ name, encoding: 'string' }), opts.telemetryEffects);
     fs.mkdirSync(opts.dir, { recursive: true });
     this.segments = new SegmentFiles({
       dir: opts.dir,
@@ -70,10 +94,12 @@ export class LogEventStore implements EventStore {
       // Undefined while recovery runs: compaction is made after it, and its first look is due anyway.
       onSeal: () => this.compactor?.changed(),
     });
-    this.writer = new IndexWriter(this.index, this.meta, opts.warn);
+    this.writer = new IndexWriter(opts.root, this.index, this.meta, opts.warn, this.effects);
     this.commits = new GroupCommit((group) => this.append(group));
     try {
-      this.writer.start(recover({ root: opts.root, index: this.index, meta: this.meta, segments: this.segments, warn: opts.warn }));
+      this.writer.start(
+        recover({ root: opts.root, index: this.index, meta: this.meta, segments: this.segments, warn: opts.warn, effects: this.effects }),
+      );
     } catch (e) {
       this.segments.closeAll();
       throw e;
@@ -90,17 +116,62 @@ export class LogEventStore implements EventStore {
   }
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const prefix = prefixOf(tenant, kind, key);
-    for (const r of ranksToTry(lifecycleRank)) {
+    const found = await this.read(prefixOf(tenant, kind, key), lifecycleRank);
+    return found && { kind, key, lifecycleRank: found.rank, json: found.bytes.toString('utf8'), bytes: found.bytes };
+  }
+
+  /** The bytes of the version of `rank` of the document at `prefix`, or of its latest version. */
+  private async read(prefix: string, rank?: number): Promise<{ rank: number; bytes: Buffer } | undefined> {
+    for (const r of ranksToTry(rank)) {
       const pos = this.writer.lookup(prefix + r);
       if (pos === undefined || pos.len < 0) continue;
       // The descriptor is taken in the same turn as the position: compaction removes a generation's
       // file only once no position names it, and closes a descriptor only once no read uses it.
       const read = this.segments.read(pos);
-      const bytes = Buffer.isBuffer(read) ? read : await read;
-      return { kind, key, lifecycleRank: r, json: bytes.toString('utf8'), bytes };
+      return { rank: r, bytes: Buffer.isBuffer(read) ? read : await read };
     }
     return undefined;
+  }
+
+  /**
+   * A page of a list of the events in this store (lists.ts), as of the last index commit. The
+   * entity store lists the events it keeps (update and association events) on its own.
+   */
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    await this.settled();
+    return this.effects.list(scan);
+  }
+
+  /**
+   * Resolves once every write answered so far is in the index and what it records besides (lists,
+   * track, feed, positions): the index commit that follows a write by up to INDEX_DELAY_MS is made
+   * now. Reads of those wait for it, so that a client reads its own writes, as GET does.
+   */
+  settled(): Promise<void> {
+    return this.writer.flush();
+  }
+
+  /**
+   * A vehicle's track, in event time order: its entries read a chunk at a time, each with its
+   * event's latest version read from the log as `get` reads it (an event deleted since it was read
+   * from the track is left out). Yielded as read.
+   */
+  async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
+    await this.settled();
+    for (const e of this.effects.trackEntries(scan)) {
+      const doc = await this.read(prefixOf(scan.tenant, 'events', e.key));
+      if (doc === undefined) continue;
+      yield {
+        time: e.time,
+        key: e.key,
+        lifecycleRank: doc.rank,
+        lat: e.lat,
+        lon: e.lon,
+        speedKmh: e.speedKmh,
+        heading: e.heading,
+        doc: doc.bytes,
+      };
+    }
   }
 
   /** Resolves once the events are in the log, on the disk. */
@@ -111,6 +182,11 @@ export class LogEventStore implements EventStore {
     let encoded: { buf: Buffer; ops: IndexOp[] };
     try {
       encoded = encodeRecords(writes);
+      const now = Date.now();
+      writes.forEach((w, i) => {
+        const op = encoded.ops[i]!;
+        op.change = changeOf(w, now);
+      });
     } catch (e) {
       return Promise.reject(e);
     }
@@ -133,7 +209,7 @@ export class LogEventStore implements EventStore {
           this.writer.put(op);
         } else {
           this.compactor.changed();
-          this.writer.delete(op.prefix);
+          this.writer.delete(op.prefix, op.change);
         }
       }
     }
@@ -159,4 +235,22 @@ export class LogEventStore implements EventStore {
     await this.opts.root.flushed;
     this.segments.closeAll();
   }
+}
+
+/**
+ * What the index commit records of a write besides its entry (effects.ts), the document parsed for
+ * it once, here, unless its value is at hand (a bulk write's events come as text only).
+ */
+function changeOf(w: DocumentWrite, now: number): EventChange {
+  if (w.op === 'delete') return { op: 'delete', tenant: w.tenant, kind: w.kind, key: w.key };
+  const d = w.doc;
+  return putChange(
+    w.tenant,
+    d.kind,
+    d.key,
+    d.lifecycleRank,
+    d.stamp?.acceptedAt ?? now,
+    d.value,
+    () => d.bytes?.toString('utf8') ?? d.json,
+  );
 }

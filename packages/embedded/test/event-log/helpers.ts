@@ -57,7 +57,7 @@ export const read = async (s: EmbeddedStores, key: string) => (await s.events.ge
 
 /** Opens the LMDB environment of a closed store's folder, for `fn` to look at or damage. */
 export async function withLmdb<T>(dir: string, fn: (root: ReturnType<typeof open>) => T): Promise<T> {
-  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
+  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 32, compression: false });
   try {
     return fn(root);
   } finally {
@@ -67,7 +67,7 @@ export async function withLmdb<T>(dir: string, fn: (root: ReturnType<typeof open
 
 /** Drops the event index and its checkpoint, as if none of its commits had reached the disk. */
 export async function clearIndex(dir: string): Promise<void> {
-  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 8, compression: false });
+  const root = open({ path: path.join(dir, 'store', 'otm.mdb'), maxDbs: 32, compression: false });
   root.openDB({ name: 'event-index', encoding: 'binary' }).clearSync();
   root.openDB({ name: 'event-log', encoding: 'string' }).clearSync();
   await root.close();
@@ -76,16 +76,20 @@ export async function clearIndex(dir: string): Promise<void> {
 /**
  * Makes every LMDB commit of the event index fail (a full disk under LMDB, say) until the returned
  * function is called. lmdb-js answers all writes of one transaction with one promise, so the
- * index and meta writes all get the same rejected one.
+ * index and meta writes all get the same rejected one; the index commits (one transaction
+ * callback with the lists, tracks and feed entries) and the units of the entity store, which share
+ * the environment, get it too.
  */
 export function failCommits(s: EmbeddedStores): () => void {
-  const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }>;
-  const real = { index: store.index.put, meta: store.meta.put };
+  const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }> & { opts: { root: { childTransaction: unknown } } };
+  const { root } = store.opts;
+  const real = { index: store.index.put, meta: store.meta.put, child: root.childTransaction };
   const failure = Promise.reject(new Error('MDB_MAP_FULL'));
   failure.catch(() => {});
-  store.index.put = store.meta.put = () => failure;
+  store.index.put = store.meta.put = root.childTransaction = () => failure;
   return () => {
     store.index.put = real.index;
     store.meta.put = real.meta;
+    root.childTransaction = real.child;
   };
 }

@@ -1,0 +1,131 @@
+/**
+ * Facts read from an OTM event the same way everywhere: the entities it is linked to (inline or by
+ * reference, also in its `references` array), its position, speed and heading, and its time. The
+ * ClickHouse columns, tracks and latest positions are all made from these, so they agree.
+ * Pure functions, no I/O.
+ */
+
+type Obj = Readonly<Record<string, unknown>>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+const SPEED_KMH: Record<string, number> = {
+  'km/h': 1,
+  kmh: 1,
+  kph: 1,
+  'km/u': 1,
+  'm/s': 3.6,
+  mps: 3.6,
+  mph: 1.609344,
+  'mi/h': 1.609344,
+  kn: 1.852,
+  kt: 1.852,
+  knot: 1.852,
+  knots: 1.852,
+};
+
+/** Speed in km/h, or undefined for an unknown unit. */
+export function speedKmh(value: number, unit: string): number | undefined {
+  const f = SPEED_KMH[unit.trim().toLowerCase().replace(/\s+/g, '')];
+  return f === undefined || !Number.isFinite(value) ? undefined : Number((value * f).toPrecision(15));
+}
+
+/** The id an association points at, lower case: the inline entity's `id` or the reference's `uuid`. */
+export function associationId(a: unknown): string {
+  if (!isObj(a)) return '';
+  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.id).toLowerCase();
+  if (a.associationType === 'reference') return str(a.uuid).toLowerCase();
+  return '';
+}
+
+function associationEntityType(a: unknown): string {
+  if (!isObj(a)) return '';
+  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.entityType);
+  return str(a.entityType);
+}
+
+/** The id of the first association of the given entity type: the member named so, else `references`. */
+export function linkedId(event: Obj, member: string): string {
+  const direct = associationId(event[member]);
+  if (direct) return direct;
+  const refs = Array.isArray(event.references) ? event.references : [];
+  for (const r of refs) if (associationEntityType(r) === member) return associationId(r);
+  return '';
+}
+
+function valueUnit(v: unknown): { value: number | null; unit: string } {
+  return isObj(v) ? { value: num(v.value), unit: str(v.unit) } : { value: null, unit: '' };
+}
+
+export interface EventPosition {
+  readonly lat: number | null;
+  readonly lon: number | null;
+  readonly speed: { readonly value: number | null; readonly unit: string };
+  readonly speedKmh: number | null;
+  readonly heading: { readonly value: number | null; readonly unit: string };
+}
+
+/** lat, lon, speed, heading of a geoReference (lat/lon point, first point of an array, or a GeoJSON Point feature). */
+export function eventPosition(geo: unknown): EventPosition {
+  let p: Obj | undefined;
+  if (isObj(geo)) {
+    if (geo.type === 'latLonPointGeoReference') p = geo;
+    else if (geo.type === 'latLonArrayGeoReference' && Array.isArray(geo.points) && isObj(geo.points[0])) p = geo.points[0];
+    else if (geo.type === 'Feature' && isObj(geo.geometry) && geo.geometry.type === 'Point' && Array.isArray(geo.geometry.coordinates)) {
+      const [lon, lat] = geo.geometry.coordinates as unknown[];
+      p = { lat, lon };
+    }
+  }
+  if (!p) return { lat: null, lon: null, speed: { value: null, unit: '' }, speedKmh: null, heading: { value: null, unit: '' } };
+  const speed = valueUnit(p.speed);
+  return {
+    lat: num(p.lat),
+    lon: num(p.lon),
+    speed,
+    speedKmh: speed.value === null ? null : (speedKmh(speed.value, speed.unit) ?? null),
+    heading: valueUnit(p.heading),
+  };
+}
+
+/** Event time: `creationDate`, else `lastModified`, else the fallback (ms since the epoch). */
+export function eventTimeMs(event: Obj, fallbackMs: number): number {
+  for (const f of ['creationDate', 'lastModified']) {
+    const t = Date.parse(str(event[f]));
+    if (Number.isFinite(t)) return t;
+  }
+  return fallbackMs;
+}
+
+/** A point of a vehicle's track: one locationUpdateEvent with a position and a vehicle. */
+export interface TrackFix {
+  /** The vehicle's storage key. */
+  readonly vehicle: string;
+  /** Event time (ms since the epoch). */
+  readonly time: number;
+  readonly lat: number;
+  readonly lon: number;
+  readonly speedKmh: number | null;
+  /** Heading as sent (degrees in practice). */
+  readonly heading: number | null;
+}
+
+/**
+ * The track point of a location event: a `locationUpdateEvent` linked to a vehicle with a
+ * position; undefined for any other event. `acceptedAt` stands in for a missing event time.
+ */
+export function trackFix(event: Obj, acceptedAt: number, vehicleKey: (id: string) => string): TrackFix | undefined {
+  if (event.eventType !== 'locationUpdateEvent') return undefined;
+  const vehicle = linkedId(event, 'vehicle');
+  if (vehicle === '') return undefined;
+  const pos = eventPosition(event.geoReference);
+  if (pos.lat === null || pos.lon === null) return undefined;
+  return {
+    vehicle: vehicleKey(vehicle),
+    time: eventTimeMs(event, acceptedAt),
+    lat: pos.lat,
+    lon: pos.lon,
+    speedKmh: pos.speedKmh,
+    heading: pos.heading.value,
+  };
+}

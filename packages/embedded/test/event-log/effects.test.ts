@@ -1,0 +1,305 @@
+/**
+ * What the event log records in its index commit besides the index (effects.ts): tracks, lists of
+ * events, latest positions and feed entries; and that a start after a crash records them again.
+ */
+import { describe, expect, it } from 'vitest';
+import type { DocumentWrite, FeedEntry, LatestPosition, TrackPoint, TrackScan } from '@otm/core';
+import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
+
+const { tmp, openAt, closeIt } = useTempStores();
+
+const V1 = '00000000-0000-4000-8000-0000000000a1';
+const V2 = '00000000-0000-4000-8000-0000000000a2';
+const T0 = Date.UTC(2025, 0, 1);
+
+/** A location event of `vehicle` at `time`, linked as clients do (inline, or in `references`). */
+function location(key: string, vehicle: string, time: number, lat = 50, lon = 4, extra: Record<string, unknown> = {}): string {
+  return JSON.stringify({
+    id: key,
+    eventType: 'locationUpdateEvent',
+    creationDate: new Date(time).toISOString(),
+    vehicle: { associationType: 'reference', uuid: vehicle, entityType: 'vehicle' },
+    geoReference: { type: 'latLonPointGeoReference', lat, lon, speed: { value: 10, unit: 'm/s' }, heading: { value: 90, unit: 'deg' } },
+    ...extra,
+  });
+}
+const put = (key: string, json: string, rank = 0, acceptedAt = 1000, tenant = 't'): DocumentWrite => ({
+  op: 'put',
+  tenant,
+  doc: { kind: 'events', key, lifecycleRank: rank, json, stamp: { modified: 0, acceptedAt } },
+});
+/** A put as a bulk request hands it over: the text only, no value and no stamp. */
+const bare = (key: string, json: string): DocumentWrite => ({
+  op: 'put',
+  tenant: 't',
+  doc: { kind: 'events', key, lifecycleRank: 0, json },
+});
+const del = (key: string, tenant = 't'): DocumentWrite => ({ op: 'delete', tenant, kind: 'events', key });
+const indexed = (s: EmbeddedStores) => (s.events as unknown as { writer: { flush(): Promise<void> } }).writer.flush();
+
+async function track(s: EmbeddedStores, scan: Partial<TrackScan> = {}): Promise<TrackPoint[]> {
+  const out: TrackPoint[] = [];
+  for await (const p of s.events.track({ tenant: 't', vehicle: V1, from: 0, to: 4e12, ...scan })) out.push(p);
+  return out;
+}
+const keysOf = (ps: ReadonlyArray<{ key: string }>) => ps.map((p) => p.key);
+const k = (i: number) => `e${String(i).padStart(3, '0')}`;
+
+async function feed(s: EmbeddedStores): Promise<FeedEntry[]> {
+  return (await s.entities.feed.read({ tenant: 't', limit: 10_000 })).entries;
+}
+
+describe('event log tracks, lists, positions and feed', () => {
+  it('answers a track in event time order within its window, after a point, up to a limit', async () => {
+    const s = openAt(tmp());
+    // Written out of order, with another vehicle's and a non-location event among them.
+    const order = Array.from({ length: 40 }, (_, i) => (i * 17) % 40);
+    await s.events.write(order.map((i) => put(k(i), location(k(i), V1, T0 + i * 1000, 50 + i / 100))));
+    await s.events.write([
+      put('other', location('other', V2, T0 + 5000)),
+      put('sensor', JSON.stringify({ id: 'sensor', eventType: 'sensorUpdateEvent' })),
+    ]);
+    await indexed(s);
+
+    const all = await track(s);
+    expect(keysOf(all)).toEqual(Array.from({ length: 40 }, (_, i) => k(i)));
+    expect(all[3]).toMatchObject({ time: T0 + 3000, key: k(3), lifecycleRank: 0, lat: 50.03, lon: 4, speedKmh: 36, heading: 90 });
+    expect(Buffer.from(all[3]!.doc).toString()).toBe(location(k(3), V1, T0 + 3000, 50.03));
+    expect(keysOf(await track(s, { from: T0 + 10_000, to: T0 + 15_000 }))).toEqual([k(10), k(11), k(12), k(13), k(14)]);
+    expect(keysOf(await track(s, { after: { time: T0 + 37_000, key: k(37) } }))).toEqual([k(38), k(39)]);
+    // `after` before the window: the window counts.
+    expect(keysOf(await track(s, { from: T0 + 38_000, after: { time: T0, key: k(0) } }))).toEqual([k(38), k(39)]);
+    expect(keysOf(await track(s, { limit: 3, after: { time: T0 + 5000, key: k(5) } }))).toEqual([k(6), k(7), k(8)]);
+    expect(await track(s, { limit: 0 })).toEqual([]);
+    expect(keysOf(await track(s, { vehicle: V2 }))).toEqual(['other']);
+    expect(await track(s, { tenant: 'u' })).toEqual([]);
+  });
+
+  it('reads a long track a chunk at a time, whole and in order', async () => {
+    const s = openAt(tmp());
+    for (let b = 0; b < 3; b++)
+      await s.events.write(
+        Array.from({ length: 700 }, (_, j) => put(`p${b * 700 + j}`, location(`p${b * 700 + j}`, V1, T0 + (b * 700 + j) * 1000))),
+      );
+    await indexed(s);
+    const all = await track(s);
+    expect(all).toHaveLength(2100);
+    for (let i = 1; i < all.length; i++) expect(all[i]!.time).toBeGreaterThan(all[i - 1]!.time);
+    expect(await track(s, { limit: 1000 })).toHaveLength(1000);
+  });
+
+  it('moves a point when its event is put again with another time or vehicle, and removes it on delete', async () => {
+    const s = openAt(tmp());
+    await s.events.write([
+      put('a', location('a', V1, T0 + 1000)),
+      put('b', location('b', V1, T0 + 2000)),
+      put('c', location('c', V1, T0 + 3000)),
+    ]);
+    await indexed(s);
+    // Moved in time, in the same index commit as another put of it.
+    await s.events.write([put('a', location('a', V1, T0 + 5000)), put('a', location('a', V1, T0 + 4000))]);
+    await s.events.write([put('b', location('b', V2, T0 + 2000))]);
+    await s.events.write([del('c')]);
+    await indexed(s);
+    expect((await track(s)).map((p) => [p.key, p.time])).toEqual([['a', T0 + 4000]]);
+    expect(keysOf(await track(s, { vehicle: V2 }))).toEqual(['b']);
+    // A later version without a position takes the point out.
+    await s.events.write([put('a', JSON.stringify({ id: 'a', eventType: 'locationUpdateEvent', lifecycle: 'actual' }), 4)]);
+    await indexed(s);
+    expect(await track(s)).toEqual([]);
+    // The point's document is the event's latest version.
+    await s.events.write([put('d', location('d', V1, T0, 1, 2, { lifecycle: 'planned' }), 2), put('d', location('d', V1, T0, 1, 2), 0)]);
+    await indexed(s);
+    const [d] = await track(s);
+    expect(d).toMatchObject({ key: 'd', lifecycleRank: 2 });
+    expect(String(d!.doc)).toContain('planned');
+  });
+
+  it('lists events by facet at the time they were accepted, and moves or removes them', async () => {
+    const s = openAt(tmp());
+    await s.events.write([put('a', location('a', V1, T0), 0, 3000), put('b', location('b', V2, T0), 0, 2000)]);
+    await s.events.write([
+      put('s', JSON.stringify({ id: 's', eventType: 'sensorUpdateEvent', externalIdentifiers: [{ id: 'X|1' }] }), 0, 2500),
+    ]);
+    await indexed(s);
+    const list = (facet: string) => s.events.list({ tenant: 't', kind: 'events', facet, limit: 10 });
+    expect(await list('')).toEqual([
+      { at: 2000, key: 'b' },
+      { at: 2500, key: 's' },
+      { at: 3000, key: 'a' },
+    ]);
+    expect(keysOf(await list('eventType=locationUpdateEvent'))).toEqual(['b', 'a']);
+    expect(keysOf(await list(`vehicle=${V1}`))).toEqual(['a']);
+    expect(keysOf(await list('externalId=X|1'))).toEqual(['s']);
+    expect(keysOf(await s.events.list({ tenant: 't', kind: 'events', facet: '', limit: 1, after: { at: 2000, key: 'b' } }))).toEqual(['s']);
+    // A planned version adds its facets; the event moves to when it was accepted.
+    await s.events.write([put('b', location('b', V2, T0, 50, 4, { lifecycle: 'planned' }), 2, 4000)]);
+    await s.events.write([del('s')]);
+    await indexed(s);
+    expect(await list('')).toEqual([
+      { at: 3000, key: 'a' },
+      { at: 4000, key: 'b' },
+    ]);
+    expect(keysOf(await list('lifecycle=planned'))).toEqual(['b']);
+    expect(keysOf(await list('externalId=X|1'))).toEqual([]);
+    // A bulk write's text, parsed once; no acceptance time given: the time it was written.
+    const before = Date.now();
+    await s.events.write([bare('z', location('z', V1, T0 + 9000))]);
+    await indexed(s);
+    const [z] = await list(`vehicle=${V1}`).then((l) => l.filter((e) => e.key === 'z'));
+    expect(z!.at).toBeGreaterThanOrEqual(before);
+    expect(keysOf(await track(s))).toEqual(['a', 'z']);
+  });
+
+  it('moves latest positions forward only: a later event time wins, then the later key; a delete leaves them', async () => {
+    const s = openAt(tmp());
+    await s.events.write([put('m', location('m', V1, T0 + 5000, 51)), put('n', location('n', V2, T0, 52))]);
+    await indexed(s);
+    // Read once: from here on answered from the copy in memory, which must follow.
+    expect((await s.entities.positions.positions('t')).map((p) => p.eventKey)).toEqual(['m', 'n']);
+    await s.events.write([put('older', location('older', V1, T0 + 1000, 10))]);
+    await s.events.write([put('tie-a', location('tie-a', V2, T0 + 7000, 20)), put('tie-b', location('tie-b', V2, T0 + 7000, 21))]);
+    await s.events.write([put('tie-0', location('tie-0', V2, T0 + 7000, 22))]);
+    await indexed(s);
+    const expected: LatestPosition[] = [
+      { vehicle: V1, time: T0 + 5000, lat: 51, lon: 4, speedKmh: 36, heading: 90, eventKey: 'm' },
+      { vehicle: V2, time: T0 + 7000, lat: 21, lon: 4, speedKmh: 36, heading: 90, eventKey: 'tie-b' },
+    ];
+    expect(await s.entities.positions.positions('t')).toEqual(expected);
+    await s.events.write([del('m'), del('tie-b')]);
+    await indexed(s);
+    expect(await s.entities.positions.positions('t')).toEqual(expected);
+    expect(await s.entities.positions.positions('u')).toEqual([]);
+  });
+
+  it('beside another entity store: positions come through the telemetry side effects, newest wins, also for 10,000 vehicles', async () => {
+    const s = openAt(tmp(), { telemetryEffects: false });
+    await s.events.write([put('m', location('m', V1, T0 + 5000))]);
+    await indexed(s);
+    expect(await s.entities.positions.positions('t')).toEqual([]);
+    // The event log keeps its track all the same.
+    expect(keysOf(await track(s))).toEqual(['m']);
+    const fix = (vehicle: string, time: number, eventKey: string, tenant = 't') => ({
+      tenant,
+      vehicle,
+      time,
+      lat: 1,
+      lon: 2,
+      speedKmh: null,
+      heading: null,
+      eventKey,
+    });
+    const n = 10_000;
+    const vehicle = (i: number) => `v${String(i).padStart(5, '0')}`;
+    await s.entities.telemetry.updatePositions(Array.from({ length: n }, (_, i) => fix(vehicle(i), T0 + i, `a${i}`)));
+    const first = await s.entities.positions.positions('t');
+    expect(first).toHaveLength(n);
+    expect(first[0]).toEqual({ vehicle: 'v00000', time: T0, lat: 1, lon: 2, speedKmh: null, heading: null, eventKey: 'a0' });
+    // Older, equal and newer fixes, out of order, in one call and across calls.
+    await s.entities.telemetry.updatePositions([
+      fix('v00001', T0 + 50, 'newer'),
+      fix('v00001', T0 + 40, 'between'),
+      fix('v00002', T0 - 1, 'older'),
+    ]);
+    await s.entities.telemetry.updatePositions([
+      fix('v00001', T0 + 50, 'newest'),
+      fix('v00003', T0 + 3, 'a2'),
+      fix('v00009', T0, 'x', 'u'),
+    ]);
+    const after = await s.entities.positions.positions('t');
+    expect(after).toHaveLength(n);
+    expect(after.slice(0, 4).map((p) => [p.vehicle, p.eventKey])).toEqual([
+      ['v00000', 'a0'],
+      ['v00001', 'newest'],
+      ['v00002', 'a2'],
+      ['v00003', 'a3'],
+    ]);
+    expect((await s.entities.positions.positions('u')).map((p) => p.eventKey)).toEqual(['x']);
+  });
+
+  it('keeps tracks, lists, positions and the feed across a reopen', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    await s.events.write([put('a', location('a', V1, T0 + 1000)), put('b', location('b', V1, T0 + 2000))]);
+    await closeIt(s);
+    const again = openAt(dir);
+    expect(keysOf(await track(again))).toEqual(['a', 'b']);
+    expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 5 }))).toEqual(['a', 'b']);
+    expect((await again.entities.positions.positions('t')).map((p) => p.eventKey)).toEqual(['b']);
+    expect((await feed(again)).map((e) => e.key)).toEqual(['a', 'b']);
+  });
+
+  it('records them again at start when a crash lost the index commit: each once, as the log says', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { warn: () => {} });
+    await s.events.write([put('a', location('a', V1, T0 + 1000)), put('gone', location('gone', V1, T0 + 1500))]);
+    await indexed(s);
+    // From here on no index commit reaches LMDB (the process dies before: kill -9).
+    const restore = failCommits(s);
+    await s.events.write([put('b', location('b', V1, T0 + 2000)), put('a', location('a', V2, T0 + 3000))]);
+    await s.events.write([del('gone'), put('c', JSON.stringify({ id: 'c', eventType: 'sensorUpdateEvent' }))]);
+    await closeIt(s);
+    restore();
+
+    const again = openAt(dir);
+    expect(keysOf(await track(again))).toEqual(['b']);
+    expect(keysOf(await track(again, { vehicle: V2 }))).toEqual(['a']);
+    expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 })).sort()).toEqual(['a', 'b', 'c']);
+    expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: `vehicle=${V1}`, limit: 10 }))).toEqual(['b']);
+    expect((await again.entities.positions.positions('t')).map((p) => [p.vehicle, p.eventKey])).toEqual([
+      [V1, 'b'],
+      [V2, 'a'],
+    ]);
+    const changes = (await feed(again)).map((e) => `${e.op} ${e.key}`);
+    expect(changes).toEqual(['put a', 'put gone', 'put b', 'put a', 'delete gone', 'put c']);
+    // And nothing twice after another start.
+    await closeIt(again);
+    const third = openAt(dir);
+    expect((await feed(third)).length).toBe(6);
+    expect(keysOf(await track(third))).toEqual(['b']);
+  });
+
+  it('commits a large write in several transactions, each with its checkpoint: a crash between them replays only the rest', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { warn: () => {} });
+    const n = 2_500;
+    // The first index transaction commits; the ones after it are lost (the process dies), in order.
+    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
+    const real = root.childTransaction.bind(root);
+    let calls = 0;
+    let first: Promise<unknown> | undefined;
+    root.childTransaction = (fn) => (++calls === 1 ? (first = real(fn)) : first!.then(() => Promise.reject(new Error('killed'))));
+    await s.events.write(Array.from({ length: n }, (_, i) => put(k(i), location(k(i), V1, T0 + i * 1000))));
+    await indexed(s);
+    expect(calls).toBeGreaterThan(1);
+    const committed = (await feed(s)).length;
+    expect(committed).toBeGreaterThan(0);
+    expect(committed).toBeLessThan(n);
+    await closeIt(s);
+
+    const again = openAt(dir);
+    const changes = await feed(again);
+    expect(changes).toHaveLength(n);
+    expect(new Set(changes.map((e) => e.key)).size).toBe(n);
+    expect(keysOf(await track(again))).toEqual(Array.from({ length: n }, (_, i) => k(i)));
+    expect(await again.events.list({ tenant: 't', kind: 'events', facet: `vehicle=${V1}`, limit: 10_000 })).toHaveLength(n);
+    for (const i of [0, 999, 1000, 2499])
+      expect(JSON.parse((await again.events.get('t', 'events', k(i)))!.json)).toMatchObject({ id: k(i) });
+  });
+
+  it('rebuilds tracks, lists and positions with the index from the whole log, when they are lost with it', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    await s.events.write([put('a', location('a', V1, T0 + 1000)), put('b', location('b', V1, T0 + 2000))]);
+    await s.events.write([put('a', location('a', V1, T0 + 3000)), del('b')]);
+    await closeIt(s);
+    await clearIndex(dir);
+    await withLmdb(dir, (root) => {
+      for (const name of ['event-lists', 'event-list-records', 'track', 'positions']) root.openDB({ name, encoding: 'string' }).clearSync();
+    });
+    const again = openAt(dir);
+    expect((await track(again)).map((p) => [p.key, p.time])).toEqual([['a', T0 + 3000]]);
+    expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 }))).toEqual(['a']);
+    expect((await again.entities.positions.positions('t')).map((p) => p.eventKey)).toEqual(['a']);
+  });
+});

@@ -1,0 +1,203 @@
+/** The change feed of the embedded stores (feed.ts): order across entity units and telemetry writes, kinds, cursors, retention. */
+import { describe, expect, it } from 'vitest';
+import { OtmServiceError, type DocumentWrite, type FeedEntry, type FeedRead } from '@otm/core';
+import type { KindSegment } from '@otm/model';
+import { useTempStores, type EmbeddedStores } from './event-log/helpers.js';
+
+const { tmp, openAt, closeIt } = useTempStores();
+
+const stamp = { modified: 0, acceptedAt: 1 };
+const putEntity = (s: EmbeddedStores, kind: KindSegment, key: string, json: string, tenant = 't') =>
+  s.entities.unit(async (tx) => tx.put(tenant, { kind, key, lifecycleRank: 0, json, stamp }));
+const deleteEntity = (s: EmbeddedStores, kind: KindSegment, key: string) => s.entities.unit(async (tx) => tx.delete('t', kind, key));
+const event = (key: string, json = `{"id":"${key}","eventType":"sensorUpdateEvent"}`, rank = 0): DocumentWrite => ({
+  op: 'put',
+  tenant: 't',
+  doc: { kind: 'events', key, lifecycleRank: rank, json, stamp: { modified: 0, acceptedAt: 1 } },
+});
+/** Waits until the event log's index commit (which writes its feed entries) is done. */
+const indexed = (s: EmbeddedStores) => (s.events as unknown as { writer: { flush(): Promise<void> } }).writer.flush();
+
+/** Every entry of the feed, read in pages of `limit`. */
+async function readAll(s: EmbeddedStores, q: Omit<FeedRead, 'limit' | 'after'> = { tenant: 't' }, limit = 3): Promise<FeedEntry[]> {
+  const out: FeedEntry[] = [];
+  let after: string | undefined;
+  for (;;) {
+    const page = await s.entities.feed.read({ ...q, limit, ...(after === undefined ? {} : { after }) });
+    out.push(...page.entries);
+    if (page.next === undefined) return out;
+    after = page.next;
+  }
+}
+const brief = (e: FeedEntry) => `${e.op} ${e.kind} ${e.key}`;
+const error = async (p: Promise<unknown>) =>
+  (await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  )) as OtmServiceError;
+
+describe('embedded change feed', () => {
+  it('gives every change of entity units and telemetry writes once, in the order they were applied', async () => {
+    const s = openAt(tmp());
+    await putEntity(s, 'trips', 'a', '{"id":"a"}');
+    await s.events.write([event('e1'), event('e2')]);
+    await indexed(s);
+    await deleteEntity(s, 'trips', 'a');
+    await s.events.write([{ op: 'delete', tenant: 't', kind: 'events', key: 'e1' }]);
+    await indexed(s);
+    await s.entities.unit(async (tx) => {
+      tx.put('t', { kind: 'actions', key: 'x', lifecycleRank: 2, json: '{"id":"x","lifecycle":"planned"}', stamp });
+      tx.put('t', { kind: 'vehicles', key: 'v', lifecycleRank: 0, json: '{"id":"v"}', stamp });
+    });
+    await putEntity(s, 'trips', 'other-tenant', '{}', 'u');
+
+    const all = await readAll(s);
+    expect(all.map(brief)).toEqual([
+      'put trips a',
+      'put events e1',
+      'put events e2',
+      'delete trips a',
+      'delete events e1',
+      'put actions x',
+      'put vehicles v',
+    ]);
+    const seqs = all.map((e) => Number(e.cursor));
+    for (let i = 1; i < seqs.length; i++) expect(seqs[i]).toBeGreaterThan(seqs[i - 1]!);
+    // The entity store's puts carry their document; telemetry puts and deletes none.
+    expect(all[0]).toMatchObject({ op: 'put', kind: 'trips', key: 'a', lifecycleRank: 0, doc: '{"id":"a"}' });
+    expect(all[1]!.doc).toBeUndefined();
+    expect(all[1]!.lifecycleRank).toBe(0);
+    expect(all[3]!.doc).toBeUndefined();
+    expect(all[3]!.lifecycleRank).toBeUndefined();
+    expect(all[5]).toMatchObject({ lifecycleRank: 2, doc: '{"id":"x","lifecycle":"planned"}' });
+    for (const e of all) expect(e.at).toBeGreaterThan(Date.now() - 60_000);
+    // The other tenant's feed is its own.
+    expect((await readAll(s, { tenant: 'u' })).map(brief)).toEqual(['put trips other-tenant']);
+    // Resuming after any entry gives what follows it.
+    const page = await s.entities.feed.read({ tenant: 't', after: all[2]!.cursor, limit: 2 });
+    expect(page.entries.map(brief)).toEqual(['delete trips a', 'delete events e1']);
+    expect(page.next).toBe(all[4]!.cursor);
+    // At the end: nothing, and no next.
+    expect(await s.entities.feed.read({ tenant: 't', after: all[6]!.cursor, limit: 5 })).toEqual({ entries: [] });
+  });
+
+  it('numbers changes in commit order when units and event writes run at the same time', async () => {
+    const s = openAt(tmp());
+    const work: Promise<unknown>[] = [];
+    for (let i = 0; i < 40; i++) {
+      work.push(putEntity(s, 'trips', `t${i}`, `{"n":${i}}`));
+      work.push(s.events.write([event(`e${i}`)]));
+    }
+    await Promise.all(work);
+    await indexed(s);
+    const all = await readAll(s, { tenant: 't' }, 7);
+    expect(all).toHaveLength(80);
+    expect(new Set(all.map(brief)).size).toBe(80);
+    const seqs = all.map((e) => Number(e.cursor));
+    expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+    // Units commit in the order they were made.
+    const trips = all.filter((e) => e.kind === 'trips').map((e) => e.key);
+    expect(trips).toEqual(Array.from({ length: 40 }, (_, i) => `t${i}`));
+  });
+
+  it('filters by kind, and goes on through long runs of other kinds (next: the last entry looked at)', async () => {
+    const s = openAt(tmp());
+    await s.events.write(Array.from({ length: 100 }, (_, i) => event(`e${i}`)));
+    await indexed(s);
+    await putEntity(s, 'trips', 'late', '{}');
+    const first = await s.entities.feed.read({ tenant: 't', kinds: new Set(['trips']), limit: 2 });
+    // 2 asked for: at most 40 looked at, none of them a trip.
+    expect(first.entries).toEqual([]);
+    expect(first.next).toBe('40');
+    const trips = await readAll(s, { tenant: 't', kinds: new Set(['trips']) }, 2);
+    expect(trips.map(brief)).toEqual(['put trips late']);
+    const both = await readAll(s, { tenant: 't', kinds: new Set(['trips', 'events']) }, 50);
+    expect(both).toHaveLength(101);
+  });
+
+  it('refuses a cursor it did not give with invalidDocument (400) naming the cursor', async () => {
+    const s = openAt(tmp());
+    for (const after of ['abc', '', '-1', '1.5', '12345678901234567', ' 1']) {
+      const e = await error(s.entities.feed.read({ tenant: 't', after, limit: 1 }));
+      expect(e, after).toBeInstanceOf(OtmServiceError);
+      expect(e.status).toBe(400);
+      expect(e.items).toEqual([expect.objectContaining({ type: 'invalidField', field: 'cursor' })]);
+    }
+    expect(await s.entities.feed.read({ tenant: 't', after: '0000000000000000', limit: 1 })).toEqual({ entries: [] });
+  });
+
+  it('removes entries older than the retention; a cursor before them is expired (410), and numbers never go back', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { feedRetentionMs: 60_000 });
+    await putEntity(s, 'trips', 'a', '{}');
+    await putEntity(s, 'trips', 'b', '{}');
+    await putEntity(s, 'trips', 'a', '{}', 'u');
+    const [a, b] = await readAll(s);
+    // Nothing is old enough yet.
+    expect(await s.sweepFeed()).toBe(0);
+    // A minute and more later: everything goes.
+    expect(await s.sweepFeed(Date.now() + 61_000)).toBe(3);
+    expect((await s.entities.feed.read({ tenant: 't', limit: 5 })).entries).toEqual([]);
+    const expired = await error(s.entities.feed.read({ tenant: 't', after: a!.cursor, limit: 5 }));
+    expect(expired).toMatchObject({ status: 410, code: 'cursorExpired' });
+    // A cursor at the last change removed misses nothing: not expired.
+    expect(await s.entities.feed.read({ tenant: 't', after: b!.cursor, limit: 5 })).toEqual({ entries: [] });
+    // The other tenant's floor is its own.
+    expect(await s.entities.feed.read({ tenant: 'v', after: '1', limit: 5 })).toEqual({ entries: [] });
+
+    await closeIt(s);
+    // Reopened with everything removed: numbers go on from where they were.
+    const again = openAt(dir, { feedRetentionMs: 60_000 });
+    await putEntity(again, 'trips', 'c', '{}');
+    const [c] = (await again.entities.feed.read({ tenant: 't', after: b!.cursor, limit: 5 })).entries;
+    expect(c).toMatchObject({ key: 'c' });
+    expect(Number(c!.cursor)).toBeGreaterThan(3);
+    expect((await again.entities.feed.read({ tenant: 't', limit: 5 })).entries.map(brief)).toEqual(['put trips c']);
+  });
+
+  it('removes only what is older than the retention, oldest first', async () => {
+    const s = openAt(tmp(), { feedRetentionMs: 60_000 });
+    for (let i = 0; i < 5; i++) await putEntity(s, 'trips', `old${i}`, '{}');
+    const cutoff = Date.now();
+    await new Promise((r) => setTimeout(r, 5));
+    for (let i = 0; i < 3; i++) await putEntity(s, 'trips', `new${i}`, '{}');
+    const before = await readAll(s);
+    expect(await s.sweepFeed(cutoff + 60_001)).toBe(5);
+    expect((await readAll(s)).map((e) => e.key)).toEqual(['new0', 'new1', 'new2']);
+    await expect(s.entities.feed.read({ tenant: 't', after: before[3]!.cursor, limit: 1 })).rejects.toMatchObject({ status: 410 });
+    expect((await s.entities.feed.read({ tenant: 't', after: before[4]!.cursor, limit: 1 })).entries.map((e) => e.key)).toEqual(['new0']);
+  });
+
+  it('keeps the feed across a reopen and numbers on from the largest', async () => {
+    const dir = tmp();
+    const s = openAt(dir);
+    await putEntity(s, 'trips', 'a', '{}');
+    await s.events.write([event('e1')]);
+    await closeIt(s);
+    const again = openAt(dir);
+    await putEntity(again, 'trips', 'b', '{}');
+    const all = await readAll(again);
+    expect(all.map(brief)).toEqual(['put trips a', 'put events e1', 'put trips b']);
+    expect(all.map((e) => e.cursor)).toEqual(['1', '2', '3']);
+  });
+
+  it('beside another entity store: the event log records no feed entries; the telemetry side effects do, in one transaction', async () => {
+    const s = openAt(tmp(), { telemetryEffects: false });
+    expect(s.events.keepsTelemetryEffects).toBe(false);
+    await s.events.write([event('e1')]);
+    await indexed(s);
+    expect((await s.entities.feed.read({ tenant: 't', limit: 5 })).entries).toEqual([]);
+    await s.entities.telemetry.appendFeed([
+      { tenant: 't', kind: 'events', key: 'e1', lifecycleRank: 3, op: 'put' },
+      { tenant: 't', kind: 'events', key: 'e0', lifecycleRank: 0, op: 'delete' },
+    ]);
+    const all = await readAll(s);
+    expect(all.map(brief)).toEqual(['put events e1', 'delete events e0']);
+    expect(all[0]).toMatchObject({ lifecycleRank: 3 });
+    expect(all[0]!.doc).toBeUndefined();
+    // Lists of events are the event log's own, kept either way.
+    expect(await s.events.list({ tenant: 't', kind: 'events', facet: 'eventType=sensorUpdateEvent', limit: 5 })).toEqual([
+      { at: 1, key: 'e1' },
+    ]);
+  });
+});
