@@ -4,7 +4,7 @@
  *
  *   npm run bench                       full run (builds first)
  *   npm run bench -- --quick            smoke run, a few minutes
- *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, distributed, lag, track
+ *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, distributed, lag, track
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
  *   npm run bench -- --only bulk --bulk-threads 0   OTM_BULK_THREADS for every service started (A/B runs)
  *   npm run bench -- --only distributed --service-env KAFKA_LINGER_MS=1   any setting, for every service
@@ -31,6 +31,7 @@ import { startBaseline, load, judge, printTable, REPO, fmt, log } from './lib/ut
 import { bulkDistributed, bulkEmbedded } from './scenarios/bulk.mjs';
 import { distributed } from './scenarios/distributed.mjs';
 import { embedded } from './scenarios/embedded.mjs';
+import { find } from './scenarios/find.mjs';
 import { growth } from './scenarios/growth.mjs';
 import { lag } from './scenarios/lag.mjs';
 import { track } from './scenarios/track.mjs';
@@ -65,7 +66,7 @@ const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
 const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
 if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO))
   throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
-const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'distributed', 'lag', 'track'];
+const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'distributed', 'lag', 'track'];
 const only = option('only', undefined)?.split(',');
 for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g}: unknown group (${GROUPS.join(', ')})`);
 const wanted = (g) => (only ? only.includes(g) : true);
@@ -86,6 +87,11 @@ const cfg = {
   growthLarge: Number(option('growth-large', QUICK ? 100_000 : 1_000_000)),
   growthPreloadBudgetS: Number(option('growth-budget', QUICK ? 60 : 600)),
   growthGets: QUICK ? 4_000 : 20_000,
+  findEntities: Number(option('find-entities', QUICK ? 100_000 : 1_000_000)),
+  findEventsSmall: 100_000,
+  findEventsLarge: Number(option('find-events', QUICK ? 1_000_000 : 10_000_000)),
+  findRequests: QUICK ? 200 : 1_000,
+  findFeedEntries: QUICK ? 50_000 : 200_000,
   trackSmall: 100_000,
   trackLarge: Number(option('track-large', QUICK ? 1_000_000 : 10_000_000)),
   trackRuns: QUICK ? 3 : 7,
@@ -105,6 +111,12 @@ const STEPS = [
   { group: 'embedded', name: 'embedded', run: embedded, failed: [['embedded PUT / GET scenarios', '—']] },
   { group: 'bulk', name: 'bulk (embedded)', run: bulkEmbedded, failed: [['bulk ingest, embedded', 'retired']] },
   { group: 'growth', name: 'growth', run: growth, failed: [['growth: GET p99 / PUT throughput, embedded', '<= 1.5 / >= 0.8']] },
+  {
+    group: 'find',
+    name: 'find',
+    run: find,
+    failed: [['find: list depth, positions, track growth and rate, feed rate, embedded', '<= 1.5 / <= 20 / <= 2.0 / >= 0.3 / >= 0.3']],
+  },
   { group: 'distributed', name: 'distributed', run: distributed, failed: [['distributed PUT / GET scenarios', '—']] },
   { group: 'bulk', name: 'bulk (distributed)', run: bulkDistributed, failed: [['bulk ingest, distributed', 'retired']] },
   { group: 'lag', name: 'lag', run: lag, failed: [['visibility lag, distributed', '<= 500 ms']] },

@@ -19,6 +19,7 @@ const emptyTx: EntityTx = {
   removePending: () => {},
   listRecords: async (_tenant, refs) => refs.map(() => undefined),
   setListRecord: () => {},
+  list: async () => [],
 };
 
 describe('the log line of a dropped effect', () => {

@@ -27,8 +27,8 @@ import {
   type OtmError,
 } from '@otm/model';
 import type { Logger } from 'pino';
-import { facetsOf, type ListRecord } from './facets.js';
-import { storageKey } from './ids.js';
+import { attributeFacet, attributeFacets, facetsOf, type ListRecord } from './facets.js';
+import { storageKey, uuidV5 } from './ids.js';
 import { lifecycleRank } from './lifecycle.js';
 import { mergePatch } from './merge-patch.js';
 import { jsonOf, type ChangeMessage, type Envelope } from './messages.js';
@@ -92,9 +92,33 @@ export function applyUpdate(kind: KindSegment, target: Readonly<Doc>, patch: Rea
   return { doc, errors: validateEntity(kind, doc) };
 }
 
+/** An entity named by its external attributes (an `attributeRestriction` association). */
+export interface Restriction {
+  /** The attributes the entity must have, each with exactly this value. */
+  readonly attributes: ReadonlyArray<readonly [string, string]>;
+}
+
+/** The restriction of an `attributeRestriction` association; an error item when it is malformed. */
+export function restrictionOf(assoc: unknown, field: string): Restriction | OtmError {
+  const r = isObject(assoc) && isObject(assoc.restriction) ? assoc.restriction.externalAttributes : undefined;
+  if (!isObject(r) || Object.keys(r).length === 0) {
+    return { type: 'invalidField', field: `${field}.restriction.externalAttributes`, message: 'must name at least one external attribute' };
+  }
+  const attributes: Array<readonly [string, string]> = [];
+  for (const [k, v] of Object.entries(r)) {
+    if (typeof v !== 'string')
+      return { type: 'invalidField', field: `${field}.restriction.externalAttributes.${k}`, message: 'must be a string' };
+    attributes.push([k, v]);
+  }
+  return { attributes };
+}
+
 export interface AssociationPlan {
   readonly kind1: KindSegment;
+  /** entity1's key, or (with `restriction1`) '' until the restriction is resolved. */
   readonly key1: string;
+  /** entity1 named by its external attributes instead of an id. */
+  readonly restriction1?: Restriction;
   readonly kind2: KindSegment;
   /** entity2's id, when it has one. */
   readonly id2: string | undefined;
@@ -105,7 +129,15 @@ export function associationPlan(event: Readonly<Doc>): AssociationPlan | OtmErro
   const t1 = associationTarget(event.entity1);
   if (t1?.kind === undefined)
     return { type: 'invalidField', field: 'entity1', message: 'cannot tell the kind of entity1: give its entityType' };
+  let restriction1: Restriction | undefined;
   if (t1.id === undefined || t1.id === '') {
+    if (isObject(event.entity1) && event.entity1.associationType === 'attributeRestriction') {
+      const r = restrictionOf(event.entity1, 'entity1');
+      if ('type' in r) return r;
+      restriction1 = r;
+    }
+  }
+  if (restriction1 === undefined && (t1.id === undefined || t1.id === '')) {
     return {
       type: 'invalidField',
       field: 'entity1',
@@ -115,7 +147,13 @@ export function associationPlan(event: Readonly<Doc>): AssociationPlan | OtmErro
   const t2 = associationTarget(event.entity2);
   if (t2?.kind === undefined)
     return { type: 'invalidField', field: 'entity2', message: 'cannot tell the kind of entity2: give its entityType' };
-  return { kind1: t1.kind, key1: storageKey(t1.id), kind2: t2.kind, id2: t2.id };
+  return {
+    kind1: t1.kind,
+    key1: restriction1 ? '' : storageKey(t1.id!),
+    ...(restriction1 ? { restriction1 } : {}),
+    kind2: t2.kind,
+    id2: t2.id,
+  };
 }
 
 const sameTarget = (assoc: unknown, id2: string | undefined, whole: unknown): boolean => {
@@ -153,6 +191,26 @@ export function applyAssociation(
 }
 
 const ASSOCIATION_EVENTS: Record<string, boolean> = { associationCreatedEvent: true, associationRemovedEvent: false };
+
+/** Most entities one attribute restriction is applied to. */
+export const RESTRICTION_MATCHES_MAX = 100;
+
+/**
+ * Where an association event whose attributeRestriction selects no entity yet waits: a key of its
+ * own made from the facet of its first attribute, which every entity stored with that attribute
+ * looks at (pending effects are kept by kind and key).
+ */
+const restrictionKey = (attributeFacetText: string): string => uuidV5(`otm:restriction:${attributeFacetText}`);
+
+/**
+ * The key an association event is published under (its partition): entity1's key, or for an
+ * attributeRestriction the key its effect waits under.
+ */
+export function associationKey(plan: AssociationPlan): string {
+  if (plan.restriction1 === undefined) return plan.key1;
+  const [name, value] = plan.restriction1.attributes[0]!;
+  return restrictionKey(attributeFacet(name, value));
+}
 
 export interface ApplyDeps {
   readonly logger: Logger;
@@ -297,6 +355,8 @@ class Engine {
       w.json = json;
     }
     await this.applyPending(tenant, kind, key);
+    // Association events waiting for an entity with these attributes (attributeRestriction).
+    for (const f of attributeFacets(doc)) await this.applyPending(tenant, kind, restrictionKey(f));
     return true;
   }
 
@@ -502,13 +562,60 @@ class Engine {
     if (created === undefined) return;
     const plan = associationPlan(event);
     if ('type' in plan) return this.drop('badTarget', event, plan);
+    if (plan.restriction1 !== undefined) {
+      const keys = await this.select(tenant, plan.kind1, plan.restriction1);
+      if (keys.length === 0) {
+        const [name, value] = plan.restriction1.attributes[0]!;
+        return this.wait(tenant, plan.kind1, restrictionKey(attributeFacet(name, value)), event, acceptedAt, eventKey);
+      }
+      for (const key of keys) await this.associate(tenant, { ...plan, key1: key }, event, created, acceptedAt);
+      return;
+    }
     const existing = await this.tx.get(tenant, plan.kind1, plan.key1);
     if (existing === undefined) return this.wait(tenant, plan.kind1, plan.key1, event, acceptedAt, eventKey);
-    const doc = applyAssociation(plan.kind1, JSON.parse(existing.json) as Doc, plan, event.entity2, created);
+    await this.associate(tenant, plan, event, created, acceptedAt, existing.json);
+  }
+
+  /** Couples (or uncouples) entity2 in entity1 (`plan.key1`) and stores entity1. */
+  private async associate(
+    tenant: string,
+    plan: AssociationPlan,
+    event: Doc,
+    created: boolean,
+    acceptedAt: number,
+    json?: string,
+  ): Promise<void> {
+    const text = json ?? (await this.tx.get(tenant, plan.kind1, plan.key1))?.json;
+    if (text === undefined) return;
+    const doc = applyAssociation(plan.kind1, JSON.parse(text) as Doc, plan, event.entity2, created);
     if (doc === undefined) return this.drop('noHoldingMember', event, { kind1: plan.kind1, kind2: plan.kind2 });
     const errors = validateEntity(plan.kind1, doc);
     if (errors.length > 0) return this.drop('invalidResult', event, errors);
     await this.store(tenant, plan.kind1, plan.key1, doc, { modified: modifiedOf(doc), acceptedAt }, true);
+  }
+
+  /**
+   * The entities of `kind` a restriction selects: those whose latest version has every attribute
+   * of it with that value, found through the facet of its first attribute (the lists as committed,
+   * and the entities put in this unit). At most RESTRICTION_MATCHES_MAX, in list order.
+   */
+  private async select(tenant: string, kind: KindSegment, r: Restriction): Promise<string[]> {
+    const [name, value] = r.attributes[0]!;
+    const f = attributeFacet(name, value);
+    const candidates = new Set<string>();
+    for (const p of await this.tx.list({ tenant, kind, facet: f, limit: RESTRICTION_MATCHES_MAX * 4 })) candidates.add(p.key);
+    for (const t of this.touched.values()) {
+      if (t.tenant === tenant && t.kind === kind && [...t.ranks.values()].some((fs) => fs.includes(f))) candidates.add(t.key);
+    }
+    const out: string[] = [];
+    for (const key of candidates) {
+      const stored = await this.tx.get(tenant, kind, key);
+      if (stored === undefined) continue;
+      const attrs = (JSON.parse(stored.json) as Doc).externalAttributes;
+      if (isObject(attrs) && r.attributes.every(([k, v]) => attrs[k] === v)) out.push(key);
+      if (out.length >= RESTRICTION_MATCHES_MAX) break;
+    }
+    return out;
   }
 }
 

@@ -10,7 +10,9 @@
  * - trips and consignments: `status=`, `vehicle=` (trips), `actor=` for each actor;
  * - vehicles: `licensePlate=`;
  * - events: `eventType=`, `vehicle=` (linked as the ClickHouse columns are), `lifecycle=`;
- * - actions: `actionType=`, `lifecycle=`.
+ * - actions: `actionType=`, `lifecycle=`;
+ * - every kind: `attr.<name>=<value>` for its external attributes with a string value (at most 32),
+ *   which association events that name their target by an `attributeRestriction` look up.
  * Ids are storage keys (lower-case UUIDs, ids.ts). A value longer than FACET_VALUE_MAX characters is
  * kept as its SHA-256 (`name=#<hex>`), so a facet is bounded whatever the client sent.
  */
@@ -105,6 +107,31 @@ const FACET_FILTERS: ReadonlySet<string> = new Set([
 ]);
 export const isFacetFilter = (name: string): boolean => FACET_FILTERS.has(name);
 
+/** Most external attributes of one document that are indexed for attribute restrictions. */
+export const ATTRIBUTE_FACETS_MAX = 32;
+
+/**
+ * The facet of one external attribute (`attr.<name>=<value>`), by which an association's
+ * `attributeRestriction` finds the entities it selects. A long name is kept as its SHA-256.
+ */
+export function attributeFacet(name: string, value: string): string {
+  const n = name.length > 64 ? `#${createHash('sha256').update(name).digest('hex')}` : name;
+  return facet(`attr.${n}`, value);
+}
+
+/** The attribute facets of a document: its first ATTRIBUTE_FACETS_MAX external attributes with a string value. */
+export function attributeFacets(doc: Doc): string[] {
+  const attrs = doc.externalAttributes;
+  if (!isObject(attrs)) return [];
+  const out: string[] = [];
+  for (const [name, value] of Object.entries(attrs)) {
+    if (typeof value !== 'string') continue;
+    out.push(attributeFacet(name, value));
+    if (out.length >= ATTRIBUTE_FACETS_MAX) break;
+  }
+  return out;
+}
+
 /** Every facet of one version of a document, `''` first. */
 export function facetsOf(kind: KindSegment, doc: Doc): string[] {
   const out = new Set<string>(['']);
@@ -112,6 +139,7 @@ export function facetsOf(kind: KindSegment, doc: Doc): string[] {
     if (!FACET_FILTERS.has(name)) continue;
     for (const v of filterValues(kind, doc, name)) out.add(facet(name, v));
   }
+  for (const f of attributeFacets(doc)) out.add(f);
   return [...out];
 }
 

@@ -128,6 +128,8 @@ export interface EntityTx {
    * under `previous`'s (as `listRecords` gave it; undefined: not listed before), and keeps `next`.
    */
   setListRecord(tenant: string, kind: KindSegment, key: string, next: ListRecord | undefined, previous: ListRecord | undefined): void;
+  /** A list as committed before this unit (Lister.list); the unit's own writes are not in it. */
+  list(scan: ListScan): Promise<ListPosition[]>;
 }
 
 export type DocumentWrite =

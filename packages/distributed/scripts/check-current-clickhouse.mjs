@@ -126,13 +126,21 @@ for (const q of [
   eventListSql('otm', {
     tenant: 'acme',
     kind: 'events',
-    facet: 'lifecycle=actual',
+    facet: 'eventType=locationUpdateEvent',
     after: { at: 0, key: 'e1' },
     since: 0,
     before: 1,
     limit: 10,
   }),
   eventListSql('otm', { tenant: 'acme', kind: 'events', facet: `vehicle=${V1}`, limit: 10 }),
+  eventListSql('otm', {
+    tenant: 'acme',
+    kind: 'events',
+    facet: `vehicle=${V1}`,
+    since: Date.parse('2024-03-01T00:00:00Z'),
+    before: Date.parse('2024-03-02T00:00:00Z'),
+    limit: 10,
+  }),
   trackSql('otm', { tenant: 'acme', vehicle: V1, from: Date.parse('2024-03-01T00:00:00Z'), to: Date.parse('2024-03-02T00:00:00Z') }),
   trackSql('otm', {
     tenant: 'acme',

@@ -55,6 +55,13 @@ export interface FeedChange {
   readonly doc?: string;
 }
 
+/**
+ * A change's JSON line, `{"at","op","kind","key","rank"}`, as JSON.stringify makes it, made by
+ * hand: only the key can need escaping (kinds are names, the others numbers).
+ */
+const headText = (at: number, op: 'put' | 'delete', kind: KindSegment, key: string, rank: number): string =>
+  `{"at":${at},"op":"${op}","kind":"${kind}","key":${JSON.stringify(key)},"rank":${rank}}`;
+
 /** The sequence numbers of the feed: one counter for the whole environment. */
 export class FeedSeq {
   /** The last number given. */
@@ -75,9 +82,16 @@ export class FeedSeq {
    * `save` before the transaction ends.
    */
   append(tenant: string, change: FeedChange): void {
-    const seq = ++this.last;
-    const head = JSON.stringify({ at: change.at, op: change.op, kind: change.kind, key: change.key, rank: change.rank });
-    void this.feed.put(`${tenant}${SEP}${pad16(seq)}`, change.doc === undefined ? head : `${head}\n${change.doc}`);
+    const head = headText(change.at, change.op, change.kind, change.key, change.rank);
+    void this.feed.put(`${tenant}${SEP}${pad16(++this.last)}`, change.doc === undefined ? head : `${head}\n${change.doc}`);
+  }
+
+  /**
+   * `append` of a change without a document (the event log's, one an event), from its parts: no
+   * object made for it.
+   */
+  appendChange(tenant: string, at: number, op: 'put' | 'delete', kind: KindSegment, key: string, rank: number): void {
+    void this.feed.put(`${tenant}${SEP}${pad16(++this.last)}`, headText(at, op, kind, key, rank));
   }
 
   /** Inside a write transaction, after `append`s: records the last number given. */

@@ -11,6 +11,10 @@
  * Entries are only ever changed inside a write transaction, together with the record, and from the
  * record found in that same transaction (not from what the caller read before): a change that
  * raced with another can never leave an entry behind that no record names.
+ *
+ * These are the entity store's lists. The event log keeps its own, fewer and smaller, with entries
+ * of the same shape (`<at as 15 digits>|<key>` after a base), read by `readEntries` too
+ * (event-log/effects.ts).
  */
 import type { Database } from 'lmdb';
 import { decodeListRecord, encodeListRecord, listedFacets, type ListPosition, type ListRecord, type ListScan } from '@otm/core';
@@ -77,8 +81,20 @@ export function relist(
  * `after`, at or after `since`, before `before`, at most `limit` of them.
  */
 export function readList(entries: Str, scan: ListScan): ListPosition[] {
+  return readEntries(entries, listBase(scan.tenant, scan.kind, scan.facet), scan);
+}
+
+/**
+ * One page of the entries `base<at as 15 digits>|<key>` of `db` (a list's, or the event log's
+ * lists, event-log/effects.ts), with `scan`'s keyset bounds; its tenant, kind and facet are not
+ * looked at (`base` stands for them).
+ */
+export function readEntries(
+  db: Pick<Database<unknown, string>, 'getKeys'>,
+  base: string,
+  scan: Omit<ListScan, 'tenant' | 'kind' | 'facet'>,
+): ListPosition[] {
   if (scan.limit <= 0) return [];
-  const base = listBase(scan.tenant, scan.kind, scan.facet);
   let start = base;
   let skip: string | undefined;
   if (scan.after !== undefined) {
@@ -94,7 +110,7 @@ export function readList(entries: Str, scan: ListScan): ListPosition[] {
   const end = scan.before === undefined ? base + END : `${base}${pad15(scan.before)}${SEP}`;
   if (start >= end) return [];
   const out: ListPosition[] = [];
-  for (const k of entries.getKeys({ start, end, limit: scan.limit + 1 })) {
+  for (const k of db.getKeys({ start, end, limit: scan.limit + 1 })) {
     if (k === skip) continue;
     const rest = k.slice(base.length);
     out.push({ at: Number(rest.slice(0, 15)), key: rest.slice(16) });

@@ -13,8 +13,9 @@
  * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
  * - `positions`: the vehicles' latest positions (positions.ts);
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
- *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-lists`,
- *   `event-list-records` and `track`: its lists and tracks (event-log/effects.ts).
+ *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-time`,
+ *   `event-vehicle` and `event-records`: its lists, which are also the tracks
+ *   (event-log/effects.ts).
  *
  * A write resolves only after its transaction is committed and flushed to disk, so an
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
@@ -191,6 +192,12 @@ class LmdbTx implements EntityTx {
     const { k, m } = this.pendingKey(tenant, kind, key, effect);
     m.set(k, null);
     this.ops.push({ t: 'pending-', k });
+  }
+
+  /** A list as committed (the unit's own writes are not in it). */
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: a failed read rejects (see get)
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    return readList(this.dbs.lists.entries, scan);
   }
 
   // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to parse rejects (see get)

@@ -7,6 +7,7 @@ import {
   OtmServiceError,
   TOPICS,
   applyUpdate,
+  associationKey,
   associationPlan,
   invalidDocument,
   isTelemetry,
@@ -117,7 +118,7 @@ export class Ingress {
     if ('type' in plan) throw invalidDocument([plan]);
     const e1 = doc.entity1 as Record<string, unknown>;
     // The sub-kind of entity1 decides its members: from the inline entity, the stored one, or the reference.
-    const stored = await this.deps.readers.entities.get(tenant, plan.kind1, plan.key1);
+    const stored = plan.restriction1 === undefined ? await this.deps.readers.entities.get(tenant, plan.kind1, plan.key1) : undefined;
     const doc1 =
       e1.associationType === 'inline'
         ? e1.entity
@@ -133,7 +134,7 @@ export class Ingress {
         },
       ]);
     }
-    return plan.key1;
+    return associationKey(plan);
   }
 
   /**

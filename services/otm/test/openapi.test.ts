@@ -20,6 +20,24 @@ describe('GET /api/v5/openapi.json', () => {
       expect(doc.paths[`/api/v5/bulk/${k.segment}`].post.requestBody.content).toHaveProperty('application/x-ndjson');
     }
     expect(doc.paths['/api/v5/trips'].put.operationId).toBe('createTrip');
+    // The find extensions, with each list's filters and the feed's 410.
+    expect(doc.paths['/api/v5/trips'].get.parameters.map((p: { name: string }) => p.name)).toEqual([
+      'limit',
+      'cursor',
+      'updatedSince',
+      'updatedBefore',
+      'status',
+      'vehicle',
+      'actor',
+      'externalId',
+    ]);
+    expect(doc.paths['/api/v5/changes'].get.responses).toHaveProperty('410');
+    expect(doc.paths['/api/v5/vehicles/{UUID}/track'].get.responses['200'].content).toHaveProperty('application/gpx+xml');
+    expect(doc.paths['/api/v5/vehicles/positions'].get.operationId).toBe('getLatestPositions');
+    const operationIds = Object.values(doc.paths).flatMap((p) =>
+      Object.values(p as Record<string, { operationId?: string }>).map((o) => o.operationId),
+    );
+    expect(new Set(operationIds).size).toBe(operationIds.length);
     const missing: string[] = [];
     const walk = (v: unknown): void => {
       if (Array.isArray(v)) v.forEach(walk);

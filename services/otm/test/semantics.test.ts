@@ -266,6 +266,77 @@ describe('association events', () => {
     expect(res.body).toEqual([expect.objectContaining({ type: 'invalidField', field: 'entity2' })]);
   });
 
+  describe('entity1 named by an attributeRestriction', () => {
+    const restriction = (entityType: string, externalAttributes: Record<string, unknown>) => ({
+      associationType: 'attributeRestriction',
+      entityType,
+      restriction: { externalAttributes },
+    });
+
+    it('is applied to the entity whose external attributes match, not to one of another tenant', async () => {
+      const tid = fresh('c5000000', 1);
+      const other = fresh('c5000000', 2);
+      await put('trips', { entityType: 'trip', id: tid, externalAttributes: { orderNo: 'R-1', depot: 'ams' } });
+      await put('trips', { entityType: 'trip', id: other, externalAttributes: { orderNo: 'R-1' } }, 'writer-token-globex');
+      const res = await put(
+        'events',
+        assoc(
+          'associationCreatedEvent',
+          fresh('c5000000', 3),
+          restriction('trip', { orderNo: 'R-1', depot: 'ams' }),
+          ref('vehicle', ids.vehicle),
+        ),
+      );
+      expect(res.status).toBe(200);
+      expect((await get('trips', tid)).body.vehicle).toEqual(ref('vehicle', ids.vehicle));
+      expect((await get('trips', other, 'writer-token-globex')).body.vehicle).toBeUndefined();
+    });
+
+    it('waits until an entity with all the attributes arrives', async () => {
+      const partial = fresh('c6000000', 1);
+      const tid = fresh('c6000000', 2);
+      await put(
+        'events',
+        assoc(
+          'associationCreatedEvent',
+          fresh('c6000000', 3),
+          restriction('trip', { orderNo: 'R-2', depot: 'rtm' }),
+          ref('vehicle', ids.vehicle),
+        ),
+      );
+      await put('trips', { entityType: 'trip', id: partial, externalAttributes: { orderNo: 'R-2', depot: 'ams' } });
+      expect((await get('trips', partial)).body.vehicle).toBeUndefined();
+      await put('trips', { entityType: 'trip', id: tid, externalAttributes: { orderNo: 'R-2', depot: 'rtm' } });
+      expect((await get('trips', tid)).body.vehicle).toEqual(ref('vehicle', ids.vehicle));
+    });
+
+    it('is applied to every entity that matches', async () => {
+      const a = fresh('c7000000', 1);
+      const b = fresh('c7000000', 2);
+      for (const id of [a, b]) await put('trips', { entityType: 'trip', id, externalAttributes: { convoy: 'K-7' } });
+      await put(
+        'events',
+        assoc('associationCreatedEvent', fresh('c7000000', 3), restriction('trip', { convoy: 'K-7' }), ref('vehicle', ids.vehicle)),
+      );
+      expect((await get('trips', a)).body.vehicle).toEqual(ref('vehicle', ids.vehicle));
+      expect((await get('trips', b)).body.vehicle).toEqual(ref('vehicle', ids.vehicle));
+      await put(
+        'events',
+        assoc('associationRemovedEvent', fresh('c7000000', 4), restriction('trip', { convoy: 'K-7' }), ref('vehicle', ids.vehicle)),
+      );
+      expect((await get('trips', a)).body.vehicle).toBeUndefined();
+    });
+
+    it('a restriction that names no attribute: precise 400', async () => {
+      const res = await put(
+        'events',
+        assoc('associationCreatedEvent', fresh('c8000000', 1), restriction('trip', {}), ref('vehicle', ids.vehicle)),
+      );
+      expect(res.status).toBe(400);
+      expect(res.body).toEqual([expect.objectContaining({ type: 'invalidField', field: 'entity1.restriction.externalAttributes' })]);
+    });
+  });
+
   it('an association whose entity1 is not known yet waits for it', async () => {
     const tid = fresh('c4000000', 1);
     await put('events', assoc('associationCreatedEvent', fresh('c4000000', 2), ref('trip', tid), ref('vehicle', ids.vehicle)));

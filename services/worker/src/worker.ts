@@ -1,7 +1,9 @@
 /**
  * Workers turn bus messages into store writes. The entity worker applies entity changes with the
  * model's semantics (apply-changes.ts in @otm/core) to the entity store, one unit of work per batch;
- * the telemetry worker writes telemetry events to the event store. A batch is acknowledged (its
+ * the telemetry worker writes telemetry events to the event store and then, when that store does
+ * not keep them itself (ClickHouse), their change-feed entries and the latest positions of their
+ * vehicles to the entity store (`TelemetrySideEffects`). A batch is acknowledged (its
  * offsets committed) only after the store made it durable, so a crash replays it; replays are
  * harmless: every write is keyed by tenant, kind, id and lifecycle, and an effect applied twice
  * in the same order gives the same state.
@@ -61,16 +63,35 @@ export function entityWorker(store: EntityStore, deps: WorkerDeps) {
   };
 }
 
+/** A latest-position fix of a tenant's vehicle. */
+type TenantFix = LatestPosition & { tenant: string };
+
 /**
- * The feed entries and latest-position fixes of stored telemetry writes, for an event store that
- * does not record them itself. Only location events are parsed (a quick look at the text first).
+ * An event store that answers a write with the latest-position fixes of the location events it
+ * stored, made from what it read of each event for its own columns (the ClickHouse store), so that
+ * the worker reads no event for them. Not part of the EventStore port: a store has it or not.
  */
-export function telemetryEffects(writes: readonly DocumentWrite[]): {
+export interface FixingEventStore extends EventStore {
+  writeWithFixes(writes: readonly DocumentWrite[]): Promise<TenantFix[]>;
+}
+
+const givesFixes = (store: EventStore): store is FixingEventStore =>
+  typeof (store as Partial<FixingEventStore>).writeWithFixes === 'function';
+
+/**
+ * The feed entries of stored telemetry writes and, unless `withFixes` is false (the store gave
+ * them), the latest-position fixes of their location events. A document at hand as a value is
+ * looked at as it is; one at hand as text only is parsed when the text names locationUpdateEvent.
+ */
+export function telemetryEffects(
+  writes: readonly DocumentWrite[],
+  withFixes = true,
+): {
   feed: Parameters<TelemetrySideEffects['appendFeed']>[0];
-  fixes: Array<LatestPosition & { tenant: string }>;
+  fixes: TenantFix[];
 } {
   const feed: Array<Parameters<TelemetrySideEffects['appendFeed']>[0][number]> = [];
-  const fixes: Array<LatestPosition & { tenant: string }> = [];
+  const fixes: TenantFix[] = [];
   for (const w of writes) {
     if (w.op === 'delete') {
       feed.push({ tenant: w.tenant, kind: w.kind, key: w.key, lifecycleRank: 0, op: 'delete' });
@@ -78,8 +99,12 @@ export function telemetryEffects(writes: readonly DocumentWrite[]): {
     }
     const d = w.doc;
     feed.push({ tenant: w.tenant, kind: d.kind, key: d.key, lifecycleRank: d.lifecycleRank, op: 'put' });
-    if (!d.json.includes('locationUpdateEvent')) continue;
-    const value = d.value ?? (JSON.parse(d.json) as Record<string, unknown>);
+    if (!withFixes) continue;
+    let value = d.value;
+    if (value === undefined) {
+      if (!d.json.includes('locationUpdateEvent')) continue;
+      value = JSON.parse(d.json) as Record<string, unknown>;
+    }
     const fix = trackFix(value, d.stamp?.acceptedAt ?? 0, storageKey);
     if (fix !== undefined) fixes.push({ ...fix, tenant: w.tenant, eventKey: d.key });
   }
@@ -97,7 +122,10 @@ export interface TelemetryBatching {
  * The telemetry worker. Batches handed to it (by several partitions at once) are gathered into one
  * store write of up to `maxRows` events, or whatever arrived within `maxDelayMs`; each batch is
  * acknowledged when the write that holds it is durable. The event store is written in batches,
- * never row by row.
+ * never row by row. With `effects` (an event store that does not keep them itself), the write's
+ * feed entries and positions are recorded after it, both at once, before the batches are
+ * acknowledged; a store that answers with the fixes (`FixingEventStore`) spares the worker reading
+ * the location events again.
  */
 export function telemetryWorker(
   store: EventStore,
@@ -127,12 +155,13 @@ export function telemetryWorker(
     const recorded =
       effects === undefined || store.keepsTelemetryEffects === true
         ? store.write(writes)
-        : store.write(writes).then(async () => {
+        : (givesFixes(store) ? store.writeWithFixes(writes) : store.write(writes).then(() => undefined)).then(async (stored) => {
             // After the events are stored (a feed entry never names an event not yet readable),
             // before the batch is acknowledged (a crash in between replays it: at least once).
-            const { feed, fixes } = telemetryEffects(writes);
-            await effects.appendFeed(feed);
-            if (fixes.length > 0) await effects.updatePositions(fixes);
+            // The feed and the positions are independent of each other: recorded at once.
+            const { feed, fixes } = telemetryEffects(writes, stored === undefined);
+            const positions = stored ?? fixes;
+            await Promise.all([effects.appendFeed(feed), positions.length > 0 ? effects.updatePositions(positions) : undefined]);
           });
     recorded.then(
       () => {

@@ -2,9 +2,10 @@
  * The typed columns analysts query, taken from an OTM 5.9 telemetry event: ids of the vehicle,
  * trip, sensor and transport equipment (from inline entities or references, also inside the
  * `references` array), position, speed and heading, sensor value, emission / fuel amounts and
- * weights with their original unit and a normalised one. Pure functions, no I/O.
+ * weights with their original unit and a normalised one; and a location event's track point read
+ * from its columns (`columnsTrackFix`). Pure functions, no I/O.
  */
-import { eventPosition, eventTimeMs, linkedId } from '@otm/core';
+import { eventPosition, eventTimeMs, linkedId, storageKey, type TrackFix } from '@otm/core';
 
 /** A quantity converted to the unit analysts sum in. */
 export interface Normalised {
@@ -159,4 +160,14 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
     weight_kg: weightNorm?.unit === 'kg' ? weightNorm.value : null,
     weighing_type: str(wr?.weighingType),
   };
+}
+
+/**
+ * The track point of a location event (event-facts.ts `trackFix` of the same event and fallback
+ * time), read from its columns: the ClickHouse store hands the telemetry worker the latest
+ * positions of what it wrote without reading the events again.
+ */
+export function columnsTrackFix(c: EventColumns): TrackFix | undefined {
+  if (c.event_type !== 'locationUpdateEvent' || c.vehicle_id === '' || c.lat === null || c.lon === null) return undefined;
+  return { vehicle: storageKey(c.vehicle_id), time: c.event_time_ms, lat: c.lat, lon: c.lon, speedKmh: c.speed_kmh, heading: c.heading };
 }

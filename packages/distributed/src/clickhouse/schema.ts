@@ -5,7 +5,8 @@
  * - `otm_events`: one row per telemetry event version: typed columns for analysts and the
  *   document as the API answers it (`doc`), ReplacingMergeTree(version), monthly partitions,
  *   ORDER BY (tenant, vehicle_id, event_time, event_id, lifecycle_rank) for per-vehicle time
- *   ranges: a vehicle's track with its documents is one range read, with no join.
+ *   ranges: a vehicle's track with its documents is one range read, with no join, and so is a
+ *   vehicle's list of events in a time window (lists are in event time order).
  * - `otm_event_ids`: a slim index, one row per (tenant, kind, event_id, lifecycle_rank) version,
  *   ORDER BY (tenant, kind, event_id, lifecycle_rank): where the event's row sits in `otm_events`
  *   (vehicle_id, event_time) and whether it is deleted. GET by id reads it through its primary

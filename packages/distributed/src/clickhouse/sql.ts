@@ -92,57 +92,87 @@ const HASHED_FACET = /^#[0-9a-f]{64}$/;
 
 /**
  * What a list facet (facets.ts) asks of otm_events: a vehicle is a column of the sorting key, so
- * its filter selects whole places of rows (`prewhere`, read through the primary index); an event
- * type or lifecycle is asked of each live version (`version`: the column and its value). Any other
- * facet (`externalId=`, `''`, a hashed value) has no column: every event is a candidate, and the
- * query checks the filter on the document.
+ * its filter selects a range of rows (`vehicle`, read through the primary index); an event type is
+ * asked of the version each event is listed by (`eventType`). Any other facet (`lifecycle=`,
+ * `externalId=`, `''`, a hashed value) is not looked at: every event is a candidate, and the query
+ * checks its filters on the document.
  */
-function eventFacet(facet: string): { prewhere?: string; version?: { column: 'event_type' | 'lifecycle'; value: string } } {
+export function eventListFacet(facet: string): { vehicle?: string; eventType?: string } {
   const eq = facet.indexOf('=');
   if (eq < 0) return {};
   const name = facet.slice(0, eq);
   const value = facet.slice(eq + 1);
   if (HASHED_FACET.test(value)) return {};
-  if (name === 'vehicle') return { prewhere: `vehicle_id = ${sqlString(value)}` };
-  if (name === 'eventType') return { version: { column: 'event_type', value } };
-  if (name === 'lifecycle') return { version: { column: 'lifecycle', value } };
+  if (name === 'vehicle') return { vehicle: value };
+  if (name === 'eventType') return { eventType: value };
   return {};
 }
 
 /**
+ * The event times (ms) a list scan bounds: from `since` or just after the `after` position,
+ * whichever is later, and before `before`. Rows outside them are not read (`eventListSql`).
+ */
+export function eventListBounds(scan: ListScan): { from?: number; to?: number } {
+  let from = scan.since === undefined ? undefined : Math.ceil(scan.since);
+  if (scan.after !== undefined && (from === undefined || scan.after.at > from)) from = scan.after.at;
+  return {
+    ...(from === undefined ? {} : { from }),
+    ...(scan.before === undefined ? {} : { to: Math.ceil(scan.before) }),
+  };
+}
+
+/**
  * The SQL of a page of the list of a tenant's telemetry events (`ClickHouseEventStore.list`): each
- * event with `at` = the latest acceptance of its live versions, in keyset order (at, event_id).
+ * event with `at` = the event time (`event_time_ms`) of the version it is listed by, and that
+ * version's lifecycle rank, in keyset order (at, event_id).
  *
- * A version is live when the newest row (highest `version`) at its place (vehicle, time, id,
- * lifecycle: the sorting key) is no tombstone: grouping by the place and not only by id and
- * lifecycle matters, since a version that moved leaves a tombstone at its old place whose
- * `version` may be above the moved row's. `argMax` suits these columns: none is Nullable (an
- * aggregate skips the NULLs of a Nullable argument). The keyset condition is on the aggregate, so
- * each page aggregates every event of the tenant (of the vehicle, with a vehicle facet: a range of
- * the primary index); otm_events is sorted for tracks, not by the time of changes. With a vehicle
- * facet `at` is that of the event's versions of that vehicle, which differs only for an event
- * whose lifecycles name different vehicles.
+ * The version an event is listed by is chosen as the track chooses it: the newest row (highest
+ * `version`) at each place (vehicle, time, id, lifecycle: the sorting key) tells whether the
+ * version there is live (a tombstone only hides the rows at its own place, and a moved version's
+ * tombstone may have a higher `version` than the moved row), and of the live ones the highest
+ * lifecycle wins (then the newest row). `argMax` suits these columns: none is Nullable (an
+ * aggregate skips the NULLs of a Nullable argument). An event type is then a filter on the chosen
+ * version, never on the rows before the choice (that would choose another version).
+ *
+ * Rows are read through the primary index (tenant, vehicle, event_time): all of the tenant's, only
+ * a vehicle's with a `vehicle=` facet (a range), and only those of the seconds within the scan's
+ * bounds (`eventListBounds`; without a vehicle the bounds still skip other months' partitions).
+ * The choice is made among the rows read: an event whose higher lifecycle lies outside the bounds
+ * (or on another vehicle, with a `vehicle=` facet) is listed here by a lower one, and the store
+ * drops such candidates by what the id index says of the event (`ClickHouseEventStore.list`). Each
+ * page sorts the events of the rows read, from its cursor on: otm_events is sorted by vehicle and
+ * time, not by time alone.
  */
 export function eventListSql(database: string, scan: ListScan): string {
   sqlIdent(database, 'bad ClickHouse database name');
-  const { prewhere, version } = eventFacet(scan.facet);
-  const having: string[] = [];
-  if (scan.since !== undefined) having.push(`at >= ${sqlInt(Math.ceil(scan.since))}`);
-  if (scan.before !== undefined) having.push(`at < ${sqlInt(Math.ceil(scan.before))}`);
+  const { vehicle, eventType } = eventListFacet(scan.facet);
+  const { from, to } = eventListBounds(scan);
+  const place = [`tenant = ${sqlString(scan.tenant)}`];
+  if (vehicle !== undefined) place.push(`vehicle_id = ${sqlString(vehicle)}`);
+  if (from !== undefined) place.push(`event_time >= toDateTime(${sqlUInt(clampSeconds(Math.floor(from / 1000)))})`);
+  if (to !== undefined) place.push(`event_time <= toDateTime(${sqlUInt(clampSeconds(Math.floor((to - 1) / 1000)))})`);
+  const where: string[] = [];
+  if (eventType !== undefined) where.push(`event_type = ${sqlString(eventType)}`);
+  if (scan.since !== undefined) where.push(`at >= ${sqlInt(Math.ceil(scan.since))}`);
+  if (scan.before !== undefined) where.push(`at < ${sqlInt(Math.ceil(scan.before))}`);
   if (scan.after !== undefined) {
     const a = sqlInt(scan.after.at);
-    having.push(`(at > ${a} OR (at = ${a} AND event_id > ${sqlString(scan.after.key)}))`);
+    where.push(`(at > ${a} OR (at = ${a} AND event_id > ${sqlString(scan.after.key)}))`);
   }
-  if (version !== undefined) having.push(`max(f = ${sqlString(version.value)}) = 1`);
-  return `SELECT event_id, max(a) AS at
+  return `SELECT event_id, at, lifecycle_rank
 FROM (
-  SELECT event_id, argMax(accepted_at, version) AS a, argMax(deleted, version) AS gone${version ? `, argMax(${version.column}, version) AS f` : ''}
-  FROM ${database}.otm_events
-  PREWHERE tenant = ${sqlString(scan.tenant)}${prewhere ? ` AND ${prewhere}` : ''}
-  GROUP BY event_id, lifecycle_rank, vehicle_id, event_time
-)
-WHERE gone = 0
-GROUP BY event_id${having.length > 0 ? `\nHAVING ${having.join(' AND ')}` : ''}
+  SELECT event_id, argMax(t, (r, v)) AS at, max(r) AS lifecycle_rank${eventType === undefined ? '' : ', argMax(ty, (r, v)) AS event_type'}
+  FROM (
+    SELECT event_id, lifecycle_rank AS r, max(version) AS v, argMax(event_time_ms, version) AS t, argMax(deleted, version) AS gone${
+      eventType === undefined ? '' : ', argMax(event_type, version) AS ty'
+    }
+    FROM ${database}.otm_events
+    PREWHERE ${place.join(' AND ')}
+    GROUP BY event_id, lifecycle_rank, vehicle_id, event_time
+  )
+  WHERE gone = 0
+  GROUP BY event_id
+)${where.length > 0 ? `\nWHERE ${where.join(' AND ')}` : ''}
 ORDER BY at, event_id
 LIMIT ${sqlUInt(Math.floor(scan.limit))}`;
 }

@@ -10,7 +10,9 @@
  *
  * The feed entries and latest positions of stored events are not kept here
  * (`keepsTelemetryEffects` is absent): the telemetry worker records them in the entity store once
- * a write resolved.
+ * a write resolved. It writes through `writeWithFixes`, which answers with the latest-position
+ * fixes of the location events written, made from the columns each row needed anyway, so the
+ * worker does not read the events a second time.
  */
 import { Readable } from 'node:stream';
 import DataLoader from 'dataloader';
@@ -18,19 +20,21 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  LIFECYCLES,
   type DocumentWrite,
   type EventStore,
+  type LatestPosition,
   type ListPosition,
   type ListScan,
   type StoredDocument,
   type TrackPoint,
   type TrackScan,
 } from '@otm/core';
-import { eventColumns, type EventColumns } from './columns.js';
+import { columnsTrackFix, eventColumns, type EventColumns } from './columns.js';
 import { errorText } from '../error-text.js';
 import { clickhouseFailure } from './errors.js';
 import { EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EventRow, type IdRow } from './schema.js';
-import { eventGetSql, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
+import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
 import { rowFormat, tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
 export interface ClickHouseEventStoreOptions {
@@ -230,11 +234,58 @@ export class ClickHouseEventStore implements EventStore {
     return asked.map((a) => failed.get(groupOf(a)) ?? found.get(`${groupOf(a)}\0${a.key}`));
   }
 
-  /** A page of the list of a tenant's telemetry events (kind `events`; `eventListSql`). */
+  /**
+   * A page of the list of a tenant's telemetry events (kind `events`), each at the event time of its
+   * highest live lifecycle (of those on the vehicle, with a `vehicle=` facet), in keyset order:
+   * `eventListSql`. A scan with bounds (since, before, a cursor) reads only the rows within them,
+   * so an event whose highest lifecycle (on the vehicle) lies outside them is seen with a lower one,
+   * at that one's time: the id index (one query by the page's ids) tells of each candidate whether
+   * a higher lifecycle is live (on the vehicle), and those are dropped; the page is then filled up
+   * from after the last candidate. A lifecycle 5 (realized) candidate needs no look: none is higher.
+   */
   async list(scan: ListScan): Promise<ListPosition[]> {
     if (scan.kind !== 'events' || !(scan.limit > 0)) return [];
-    const rows = await this.select<{ event_id: string; at: string | number }>(eventListSql(this.database, scan));
-    return rows.map((r) => ({ at: Number(r.at), key: r.event_id }));
+    const limit = Math.floor(scan.limit);
+    const { vehicle } = eventListFacet(scan.facet);
+    const out: ListPosition[] = [];
+    for (let after = scan.after; ;) {
+      const page = { ...scan, limit, ...(after === undefined ? {} : { after }) };
+      const rows = (
+        await this.select<{ event_id: string; at: string | number; lifecycle_rank: string | number }>(eventListSql(this.database, page))
+      ).map((r) => ({ at: Number(r.at), key: r.event_id, rank: Number(r.lifecycle_rank) }));
+      const { from, to } = eventListBounds(page);
+      const higher = from === undefined && to === undefined ? undefined : await this.higherLifecycles(scan.tenant, rows, vehicle);
+      for (const r of rows) if (higher === undefined || !higher.has(r.key)) out.push({ at: r.at, key: r.key });
+      if (out.length >= limit || rows.length < limit) return out.slice(0, limit);
+      after = { at: rows[rows.length - 1]!.at, key: rows[rows.length - 1]!.key };
+    }
+  }
+
+  /** Of the candidates, the ids that have a live version of a higher lifecycle (on `vehicle`, if given) in the id index. */
+  private async higherLifecycles(
+    tenant: string,
+    candidates: ReadonlyArray<{ key: string; rank: number }>,
+    vehicle: string | undefined,
+  ): Promise<Set<string>> {
+    const ranks = new Map<string, number>();
+    for (const c of candidates) if (c.rank < LIFECYCLES.length) ranks.set(c.key, c.rank);
+    const higher = new Set<string>();
+    const ids = [...ranks.keys()];
+    const queries: Promise<void>[] = [];
+    for (let i = 0; i < ids.length; i += this.lookupChunk) {
+      queries.push(
+        this.select<{ event_id: string; lifecycle_rank: number; vehicle_id: string; deleted: number }>(
+          eventPlacementsSql(this.database, tenant, ids.slice(i, i + this.lookupChunk)),
+        ).then((rows) => {
+          for (const r of rows) {
+            if (Number(r.deleted) !== 0 || (vehicle !== undefined && r.vehicle_id !== vehicle)) continue;
+            if (Number(r.lifecycle_rank) > ranks.get(r.event_id)!) higher.add(r.event_id);
+          }
+        }),
+      );
+    }
+    await Promise.all(queries);
+    return higher;
   }
 
   /**
@@ -301,7 +352,26 @@ export class ClickHouseEventStore implements EventStore {
   }
 
   async write(writes: readonly DocumentWrite[]): Promise<void> {
-    if (writes.length === 0) return;
+    await this.store(writes);
+  }
+
+  /**
+   * `write`, answered with the latest-position fixes of the location events it stored, in the
+   * order written (event-facts.ts `trackFix`, here read from the columns each row needed anyway:
+   * `columnsTrackFix`). The telemetry worker calls it when it records the positions itself.
+   */
+  async writeWithFixes(writes: readonly DocumentWrite[]): Promise<Array<LatestPosition & { tenant: string }>> {
+    const fixes: Array<LatestPosition & { tenant: string }> = [];
+    for (const r of await this.store(writes)) {
+      const fix = columnsTrackFix(r);
+      if (fix !== undefined) fixes.push({ ...fix, tenant: r.tenant, eventKey: r.event_id });
+    }
+    return fixes;
+  }
+
+  /** Stores the writes; resolves with the rows of the puts, in the order written. */
+  private async store(writes: readonly DocumentWrite[]): Promise<EventRow[]> {
+    if (writes.length === 0) return [];
     for (const w of writes) {
       const kind = w.op === 'put' ? w.doc.kind : w.kind;
       if (kind !== 'events')
@@ -378,7 +448,7 @@ export class ClickHouseEventStore implements EventStore {
    * whose old row then gets a tombstone); the id index is written last, as it is what GET and the
    * next lookup trust, so a failure before it is repaired by the replay of the batch.
    */
-  private async writeNew(writes: readonly DocumentWrite[]): Promise<void> {
+  private async writeNew(writes: readonly DocumentWrite[]): Promise<EventRow[]> {
     const now = Date.now();
     const rows = writes.map((w) => this.liveRow(w as DocumentWrite & { op: 'put' }, now));
     const [state] = await Promise.all([this.lookup(writes), this.insert(this.events, EVENT_FORMAT, rows)]);
@@ -395,13 +465,15 @@ export class ClickHouseEventStore implements EventStore {
       ID_FORMAT,
       rows.map((r) => this.idRow(r)),
     );
+    return rows;
   }
 
   /** Any mix of puts and deletes, also of one id several times: applied one after the other. */
-  private async writeInOrder(writes: readonly DocumentWrite[]): Promise<void> {
+  private async writeInOrder(writes: readonly DocumentWrite[]): Promise<EventRow[]> {
     const state = await this.lookup(writes);
     const now = Date.now();
     const eventRows: EventRow[] = [];
+    const putRows: EventRow[] = [];
     const idRows: IdRow[] = [];
     const tombstone = (tenant: string, id: string, rank: number, at: Placement) => {
       const row = this.tombstoneRow(tenant, id, rank, at, now);
@@ -425,12 +497,14 @@ export class ClickHouseEventStore implements EventStore {
         tombstone(w.tenant, w.doc.key, w.doc.lifecycleRank, before);
       }
       eventRows.push(row);
+      putRows.push(row);
       idRows.push(this.idRow(row));
       versions.set(w.doc.lifecycleRank, { vehicle_id: row.vehicle_id, event_time: row.event_time });
       state.set(k, versions);
     }
     await this.insert(this.events, EVENT_FORMAT, eventRows);
     await this.insert(this.ids, ID_FORMAT, idRows);
+    return putRows;
   }
 
   /** Drops the database with its tables (tests, tear-down of a tenant-less scratch database). */

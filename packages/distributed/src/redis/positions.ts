@@ -7,15 +7,14 @@
  * not older than the one kept (event time, then event key), so telemetry workers of different
  * partitions, replays and late events may update in any order and the newest fix stays. Fixes are
  * first reduced to the newest per vehicle here, then sent a tenant at a time in chunks of
- * POSITION_CHUNK (a script blocks Redis while it runs; a chunk takes a few milliseconds). The
- * script is run with EVALSHA and sent once more with EVAL when the server does not have it
- * (NOSCRIPT: a restart, a failover, SCRIPT FLUSH).
+ * POSITION_CHUNK (a script blocks Redis while it runs; a chunk takes a few milliseconds), with
+ * EVALSHA (script.ts). The chunks may run in any order: each fix is compared with what is kept.
  */
-import { createHash } from 'node:crypto';
 import { Cluster, Redis } from 'ioredis';
 import { AdapterError, type LatestPosition, type PositionReader } from '@otm/core';
 import { errorText } from '../error-text.js';
 import type { Keys } from './keys.js';
+import { LuaScript } from './script.js';
 
 /** Vehicles per script call. */
 const POSITION_CHUNK = 500;
@@ -24,7 +23,7 @@ const POSITION_CHUNK = 500;
  * KEYS[1]: the tenant's hash; ARGV: vehicle, time, event key, JSON, for each fix. Keys are compared
  * byte by byte: Lua's `<` on strings follows the server's locale (Redis sets LC_COLLATE).
  */
-const UPDATE_POSITIONS = `
+const UPDATE_POSITIONS = new LuaScript(`
 local function before(a, b)
   local n = math.min(#a, #b)
   for i = 1, n do
@@ -50,8 +49,7 @@ for i = 1, #ARGV, 4 do
   end
 end
 return changed
-`;
-const UPDATE_SHA = createHash('sha1').update(UPDATE_POSITIONS).digest('hex');
+`);
 
 /** Whether fix `a` is not older than `b` (event time, then event key). */
 const notOlder = (a: LatestPosition, b: LatestPosition): boolean => a.time > b.time || (a.time === b.time && a.eventKey >= b.eventKey);
@@ -109,17 +107,9 @@ export class RedisPositions implements PositionReader {
       for (let i = 0; i < list.length; i += POSITION_CHUNK) {
         const args: string[] = [];
         for (const p of list.slice(i, i + POSITION_CHUNK)) args.push(p.vehicle, String(p.time), p.eventKey, positionJson(p));
-        calls.push(this.run(key, args));
+        calls.push(this.guard(UPDATE_POSITIONS.run(this.redis, [key], args)));
       }
     }
     await Promise.all(calls);
-  }
-
-  private run(key: string, args: string[]): Promise<unknown> {
-    const ran = this.redis.evalsha(UPDATE_SHA, 1, key, ...args).catch((e: unknown) => {
-      if (!errorText(e).startsWith('NOSCRIPT')) throw e;
-      return this.redis.eval(UPDATE_POSITIONS, 1, key, ...args);
-    });
-    return this.guard(ran);
   }
 }

@@ -42,7 +42,9 @@ import {
   unavailable,
   type EntityTx,
   type HolderRef,
+  type ListPosition,
   type ListRecord,
+  type ListScan,
   type PendingEffect,
   type StoredDocument,
   type VersionStamp,
@@ -51,7 +53,7 @@ import { errorText } from '../error-text.js';
 import { redisFailure } from './errors.js';
 import { addFeedEntry, addFeedTrim, type FeedChange } from './feed.js';
 import { SEP, pad, type Keys } from './keys.js';
-import { listMember } from './lists.js';
+import { listBounds, listMember, parseListMember } from './lists.js';
 import type { TrackedCache } from './tracked-cache.js';
 
 /** A waiting effect as stored; a value that is not JSON can never be applied (not retryable). */
@@ -268,6 +270,23 @@ export class RedisTx implements EntityTx {
 
   removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
     this.pendingOp(tenant, kind, key, effect, false);
+  }
+
+  /** A list as committed (the unit's own writes are not in it); not WATCHed: a restriction's match is looked for again when it waits. */
+  async list(scan: ListScan): Promise<ListPosition[]> {
+    const bounds = listBounds(scan);
+    if (bounds === undefined || !(scan.limit > 0)) return [];
+    const members = await this.guard(
+      this.redis.zrangebylex(
+        this.keys.list(scan.tenant, scan.kind, scan.facet),
+        bounds.min,
+        bounds.max,
+        'LIMIT',
+        0,
+        Math.floor(scan.limit),
+      ),
+    );
+    return members.map(parseListMember);
   }
 
   /**

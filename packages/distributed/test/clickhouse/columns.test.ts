@@ -1,7 +1,7 @@
-/** Unit tests (no I/O): unit normalisation and the analyst columns of an event. */
+/** Unit tests (no I/O): unit normalisation, the analyst columns of an event, and its track point read from them. */
 import { describe, expect, it } from 'vitest';
-import { speedKmh } from '@otm/core';
-import { eventColumns, normaliseQuantity } from '../../src/index.js';
+import { speedKmh, storageKey, trackFix } from '@otm/core';
+import { columnsTrackFix, eventColumns, normaliseQuantity } from '../../src/index.js';
 
 describe('normaliseQuantity', () => {
   it.each([
@@ -92,5 +92,53 @@ describe('eventColumns', () => {
       lat: 52.1,
       lon: 4.3,
     });
+  });
+});
+
+describe('columnsTrackFix', () => {
+  const V = 'B9B7E0F2-8A4C-4A6E-9D35-1F4B1E0C0A01';
+  const point = {
+    type: 'latLonPointGeoReference',
+    lat: 52,
+    lon: 4,
+    speed: { value: 10, unit: 'm/s' },
+    heading: { value: 90, unit: 'deg' },
+  };
+  const events: Array<Record<string, unknown>> = [
+    {
+      eventType: 'locationUpdateEvent',
+      creationDate: '2024-03-01T10:00:00.250Z',
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V },
+      geoReference: point,
+    },
+    {
+      eventType: 'locationUpdateEvent',
+      vehicle: { associationType: 'inline', entity: { id: V, entityType: 'vehicle' } },
+      geoReference: point,
+    },
+    {
+      eventType: 'locationUpdateEvent',
+      references: [{ associationType: 'reference', entityType: 'vehicle', uuid: 'TRUCK-7' }],
+      geoReference: point,
+    },
+    {
+      eventType: 'locationUpdateEvent',
+      lastModified: '2024-03-01T10:00:00Z',
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V },
+      geoReference: { type: 'Feature', geometry: { type: 'Point', coordinates: [4.3, 52.1] } },
+    },
+    {
+      eventType: 'locationUpdateEvent',
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V },
+      geoReference: { type: 'latLonPointGeoReference', lat: 52 },
+    },
+    { eventType: 'locationUpdateEvent', geoReference: point },
+    { eventType: 'sensorUpdateEvent', vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V }, geoReference: point },
+  ];
+  it.each(events.map((e, i) => [i, e] as const))('event %i: the same as trackFix of the event', (_, event) => {
+    expect(columnsTrackFix(eventColumns(event, 1234))).toEqual(trackFix(event, 1234, storageKey));
+  });
+  it('gives a fix for the first four only', () => {
+    expect(events.map((e) => columnsTrackFix(eventColumns(e, 0)) !== undefined)).toEqual([true, true, true, true, false, false, false]);
   });
 });

@@ -8,7 +8,7 @@
  *   under way is finished first (`rollForward`).
  * - Replay: the log is replayed into the index from the index's checkpoint, so an index behind the
  *   log after a crash (its last changes not committed yet) catches up; with it, what the index
- *   commit records besides (effects.ts: lists, tracks, feed entries, positions), each record's
+ *   commit records besides (effects.ts: lists and tracks, feed entries, positions), each record's
  *   document parsed once. A batch of the replay moves the checkpoint in its own transaction, so
  *   that a stop during the replay does not make the next start record the same changes twice.
  * - Torn tail: a record at the tail of the last segment that is not whole (a write cut off by a
@@ -223,7 +223,8 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     });
     effects.committed(stored);
   };
-  // Replayed records do not carry the time they were accepted: they are listed at the replay's.
+  // Replayed records do not carry the time they were accepted: one without an event time of its
+  // own is listed at the replay's.
   const now = Date.now();
   const head = Buffer.allocUnsafe(HEADER);
   const name = segmentName(n, segments.genOf(n));

@@ -21,9 +21,10 @@
  * torn record at the tail of the log (a write cut off by a crash: never answered, because its write
  * never returned) is cut off.
  *
- * The index commit also records the events' lists and tracks, and, beside the embedded entity
- * store, their feed entries and the vehicles' latest positions (effects.ts); the replay at start
- * records them again for what it replays, so they agree with the log after any stop.
+ * The index commit also records the events' lists and tracks (one entry by event time, and one by
+ * vehicle and event time that is also the vehicle's track), and, beside the embedded entity store,
+ * their feed entries and the vehicles' latest positions (effects.ts); the replay at start records
+ * them again for what it replays, so they agree with the log after any stop.
  */
 import fs from 'node:fs';
 import type { Database, RootDatabase } from 'lmdb';
@@ -85,7 +86,7 @@ export class LogEventStore implements EventStore {
     this.index = opts.root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
     this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
     this.keepsTelemetryEffects = opts.telemetryEffects !== undefined;
-    this.effects = new EventEffects((name) => opts.root.openDB<string, string>({ name, encoding: 'string' }), opts.telemetryEffects);
+    this.effects = new EventEffects(opts.root, opts.telemetryEffects);
     fs.mkdirSync(opts.dir, { recursive: true });
     this.segments = new SegmentFiles({
       dir: opts.dir,
@@ -134,8 +135,9 @@ export class LogEventStore implements EventStore {
   }
 
   /**
-   * A page of a list of the events in this store (lists.ts), as of the last index commit. The
-   * entity store lists the events it keeps (update and association events) on its own.
+   * A page of a list of the events in this store, as of the last index commit: at their event
+   * times, all of them or one vehicle's (any other facet gets all of them; effects.ts). The entity
+   * store lists the events it keeps (update and association events) on its own.
    */
   async list(scan: ListScan): Promise<ListPosition[]> {
     await this.settled();
@@ -152,9 +154,10 @@ export class LogEventStore implements EventStore {
   }
 
   /**
-   * A vehicle's track, in event time order: its entries read a chunk at a time, each with its
-   * event's latest version read from the log as `get` reads it (an event deleted since it was read
-   * from the track is left out). Yielded as read.
+   * A vehicle's track, in event time order: the location events with a position among the
+   * vehicle's entries (effects.ts), read a chunk at a time, each with its event's latest version
+   * read from the log as `get` reads it (an event deleted since it was read from the track is left
+   * out). Yielded as read.
    */
   async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
     await this.settled();

@@ -163,7 +163,7 @@ describe('event log compaction', () => {
     await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
     await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
     await s.events.write([put('b', fixed(0))]);
-    await new Promise((r) => setTimeout(r, 50)); // indexed
+    await s.events.settled(); // indexed
     const restore = failCommits(s);
     expect(await s.events.compact()).toEqual({ compacted: [], removed: [], reclaimedBytes: 0 });
     restore();
@@ -183,7 +183,7 @@ describe('event log compaction', () => {
     await s.events.write(Array.from({ length: 18 }, (_, j) => put(`a${j}`, fixed(j))));
     await s.events.write(Array.from({ length: 10 }, (_, j) => put(`a${j}`, fixed(j, 1))));
     await s.events.write([put('b', fixed(0))]);
-    await new Promise((r) => setTimeout(r, 50)); // indexed
+    await s.events.settled(); // indexed
   };
   const halfReplacedReads = async (store: EmbeddedStores) => {
     for (let j = 0; j < 18; j++) expect(await read(store, `a${j}`)).toBe(fixed(j, j < 10 ? 1 : 0));

@@ -3,7 +3,8 @@
  * events, latest positions and feed entries; and that a start after a crash records them again.
  */
 import { describe, expect, it } from 'vitest';
-import type { DocumentWrite, FeedEntry, LatestPosition, TrackPoint, TrackScan } from '@otm/core';
+import type { DocumentWrite, FeedEntry, LatestPosition, ListScan, TrackPoint, TrackScan } from '@otm/core';
+import { decodeVehicleEntry } from '../../src/event-log/effects.js';
 import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
@@ -115,40 +116,157 @@ describe('event log tracks, lists, positions and feed', () => {
     expect(String(d!.doc)).toContain('planned');
   });
 
-  it('lists events by facet at the time they were accepted, and moves or removes them', async () => {
+  it("lists events at their event time: all of them, or a vehicle's; any other facet answers all", async () => {
     const s = openAt(tmp());
-    await s.events.write([put('a', location('a', V1, T0), 0, 3000), put('b', location('b', V2, T0), 0, 2000)]);
+    // Accepted in another order than their event times.
+    await s.events.write([put('a', location('a', V1, T0 + 3000), 0, 1000), put('b', location('b', V2, T0 + 1000), 0, 2000)]);
     await s.events.write([
-      put('s', JSON.stringify({ id: 's', eventType: 'sensorUpdateEvent', externalIdentifiers: [{ id: 'X|1' }] }), 0, 2500),
+      put('s', JSON.stringify({ id: 's', eventType: 'sensorUpdateEvent', creationDate: new Date(T0 + 2000).toISOString() }), 0, 3000),
+      // No event time: listed at when it was accepted.
+      put('n', JSON.stringify({ id: 'n', eventType: 'sensorUpdateEvent', externalIdentifiers: [{ id: 'X|1' }] }), 0, 4000),
+    ]);
+    await indexed(s);
+    const list = (facet: string, more: Partial<ListScan> = {}) => s.events.list({ tenant: 't', kind: 'events', facet, limit: 10, ...more });
+    const all = [
+      { at: 4000, key: 'n' },
+      { at: T0 + 1000, key: 'b' },
+      { at: T0 + 2000, key: 's' },
+      { at: T0 + 3000, key: 'a' },
+    ];
+    expect(await list('')).toEqual(all);
+    expect(await list(`vehicle=${V1}`)).toEqual([{ at: T0 + 3000, key: 'a' }]);
+    expect(await list(`vehicle=${V2}`)).toEqual([{ at: T0 + 1000, key: 'b' }]);
+    expect(await list('vehicle=00000000-0000-4000-8000-0000000000ff')).toEqual([]);
+    expect(await list('vehicle=a|b')).toEqual([]);
+    // Not indexed: every event is a candidate, the query checks the document.
+    for (const facet of ['eventType=locationUpdateEvent', 'lifecycle=actual', 'externalId=X|1']) expect(await list(facet)).toEqual(all);
+    // Keyset bounds on event time.
+    expect(await list('', { limit: 1, after: { at: T0 + 1000, key: 'b' } })).toEqual([{ at: T0 + 2000, key: 's' }]);
+    expect(await list('', { after: { at: T0 + 1000, key: 'a' } })).toEqual(all.slice(1));
+    expect(keysOf(await list('', { since: T0 + 1000, before: T0 + 3000 }))).toEqual(['b', 's']);
+    expect(keysOf(await list('', { limit: 2 }))).toEqual(['n', 'b']);
+    expect(await list('', { limit: 0 })).toEqual([]);
+    // Other tenants and kinds: nothing.
+    expect(await s.events.list({ tenant: 'u', kind: 'events', facet: '', limit: 10 })).toEqual([]);
+    expect(await s.events.list({ tenant: 't', kind: 'trips', facet: '', limit: 10 })).toEqual([]);
+    // A bulk write's text (no value, no acceptance time), parsed once: at its event time, or else when it was written.
+    const before = Date.now();
+    await s.events.write([bare('z', location('z', V1, T0 + 9000)), bare('y', JSON.stringify({ id: 'y', eventType: 'weighEvent' }))]);
+    await indexed(s);
+    expect((await list(`vehicle=${V1}`)).at(-1)).toEqual({ at: T0 + 9000, key: 'z' });
+    expect((await list('', { since: before })).map((e) => e.key)).toEqual(['y']);
+  });
+
+  it('moves an event in its lists when it is put again with another time or vehicle, and removes it on delete', async () => {
+    const s = openAt(tmp());
+    await s.events.write([
+      put('a', location('a', V1, T0 + 1000)),
+      put('b', location('b', V1, T0 + 2000)),
+      put('c', location('c', V1, T0 + 3000)),
+    ]);
+    await indexed(s);
+    await s.events.write([put('a', location('a', V1, T0 + 4000))]);
+    await s.events.write([put('b', location('b', V2, T0 + 2000))]);
+    await s.events.write([del('c'), del('never')]);
+    // A planned version put last: its time and vehicle count (only the latest put's do).
+    await s.events.write([
+      put('d', location('d', V1, T0 + 500)),
+      put('d', location('d', V2, T0 + 600, 50, 4, { lifecycle: 'planned' }), 2),
     ]);
     await indexed(s);
     const list = (facet: string) => s.events.list({ tenant: 't', kind: 'events', facet, limit: 10 });
     expect(await list('')).toEqual([
-      { at: 2000, key: 'b' },
-      { at: 2500, key: 's' },
-      { at: 3000, key: 'a' },
+      { at: T0 + 600, key: 'd' },
+      { at: T0 + 2000, key: 'b' },
+      { at: T0 + 4000, key: 'a' },
     ]);
-    expect(keysOf(await list('eventType=locationUpdateEvent'))).toEqual(['b', 'a']);
     expect(keysOf(await list(`vehicle=${V1}`))).toEqual(['a']);
-    expect(keysOf(await list('externalId=X|1'))).toEqual(['s']);
-    expect(keysOf(await s.events.list({ tenant: 't', kind: 'events', facet: '', limit: 1, after: { at: 2000, key: 'b' } }))).toEqual(['s']);
-    // A planned version adds its facets; the event moves to when it was accepted.
-    await s.events.write([put('b', location('b', V2, T0, 50, 4, { lifecycle: 'planned' }), 2, 4000)]);
-    await s.events.write([del('s')]);
-    await indexed(s);
-    expect(await list('')).toEqual([
-      { at: 3000, key: 'a' },
-      { at: 4000, key: 'b' },
+    expect(keysOf(await list(`vehicle=${V2}`))).toEqual(['d', 'b']);
+    // A later version without a vehicle leaves the vehicle's list; put again unchanged, it stays once.
+    await s.events.write([
+      put('a', JSON.stringify({ id: 'a', eventType: 'locationUpdateEvent', creationDate: new Date(T0 + 4000).toISOString() }), 4),
     ]);
-    expect(keysOf(await list('lifecycle=planned'))).toEqual(['b']);
-    expect(keysOf(await list('externalId=X|1'))).toEqual([]);
-    // A bulk write's text, parsed once; no acceptance time given: the time it was written.
-    const before = Date.now();
-    await s.events.write([bare('z', location('z', V1, T0 + 9000))]);
+    await s.events.write([put('b', location('b', V2, T0 + 2000))]);
     await indexed(s);
-    const [z] = await list(`vehicle=${V1}`).then((l) => l.filter((e) => e.key === 'z'));
-    expect(z!.at).toBeGreaterThanOrEqual(before);
-    expect(keysOf(await track(s))).toEqual(['a', 'z']);
+    expect(keysOf(await list(`vehicle=${V1}`))).toEqual([]);
+    expect(keysOf(await list(`vehicle=${V2}`))).toEqual(['d', 'b']);
+    expect(keysOf(await list(''))).toEqual(['d', 'b', 'a']);
+    await s.events.write([del('a'), del('b'), del('d')]);
+    await indexed(s);
+    expect(await list('')).toEqual([]);
+    expect(await list(`vehicle=${V2}`)).toEqual([]);
+    // Nothing is left behind: the three databases are empty.
+    const effects = (s.events as unknown as { effects: Record<'byTime' | 'byVehicle' | 'records', { getKeys(): Iterable<unknown> }> })
+      .effects;
+    for (const db of [effects.byTime, effects.byVehicle, effects.records]) expect([...db.getKeys()]).toEqual([]);
+  });
+
+  it("keeps in a vehicle's entries what its track needs: rank, type, position; only located location events are points", async () => {
+    const s = openAt(tmp());
+    const vehicle = { associationType: 'reference', uuid: V1, entityType: 'vehicle' };
+    const at = (ms: number) => new Date(T0 + ms).toISOString();
+    await s.events.write([
+      put('loc', location('loc', V1, T0 + 1000, 51.5, -0.1), 4),
+      put('nopos', JSON.stringify({ id: 'nopos', eventType: 'locationUpdateEvent', creationDate: at(2000), vehicle })),
+      put(
+        'sensor',
+        JSON.stringify({
+          id: 'sensor',
+          eventType: 'sensorUpdateEvent',
+          creationDate: at(3000),
+          vehicle,
+          geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 },
+        }),
+      ),
+      put('odd', JSON.stringify({ id: 'odd', eventType: 'weird|type %', creationDate: at(4000), vehicle })),
+      put('none', JSON.stringify({ id: 'none', creationDate: at(5000), vehicle })),
+      put('bare', location('bare', V1, T0 + 6000, 10, 20, { geoReference: { type: 'latLonPointGeoReference', lat: 10, lon: 20 } })),
+    ]);
+    await indexed(s);
+    const effects = (s.events as unknown as { effects: { byVehicle: { getRange(o: object): Iterable<{ key: string; value: Buffer }> } } })
+      .effects;
+    const base = `t|${V1}|`;
+    const entries = [...effects.byVehicle.getRange({ start: base, end: `${base}~` })].map((e) =>
+      decodeVehicleEntry(e.key, base.length, e.value),
+    );
+    expect(entries).toEqual([
+      { time: T0 + 1000, key: 'loc', rank: 4, eventType: 'locationUpdateEvent', lat: 51.5, lon: -0.1, speedKmh: 36, heading: 90 },
+      { time: T0 + 2000, key: 'nopos', rank: 0, eventType: 'locationUpdateEvent', lat: null, lon: null, speedKmh: null, heading: null },
+      { time: T0 + 3000, key: 'sensor', rank: 0, eventType: 'sensorUpdateEvent', lat: 1, lon: 2, speedKmh: null, heading: null },
+      { time: T0 + 4000, key: 'odd', rank: 0, eventType: 'weird|type %', lat: null, lon: null, speedKmh: null, heading: null },
+      { time: T0 + 5000, key: 'none', rank: 0, eventType: undefined, lat: null, lon: null, speedKmh: null, heading: null },
+      { time: T0 + 6000, key: 'bare', rank: 0, eventType: 'locationUpdateEvent', lat: 10, lon: 20, speedKmh: null, heading: null },
+    ]);
+    expect((await track(s)).map((p) => [p.key, p.lat, p.lon, p.speedKmh, p.heading])).toEqual([
+      ['loc', 51.5, -0.1, 36, 90],
+      ['bare', 10, 20, null, null],
+    ]);
+  });
+
+  it('counts only points against a limit, and pages past long runs of other events of the vehicle', async () => {
+    const s = openAt(tmp());
+    const vehicle = { associationType: 'reference', uuid: V1, entityType: 'vehicle' };
+    // 1,300 sensor events of the vehicle between points (more than a chunk of entries read at once).
+    const sensors = Array.from({ length: 1300 }, (_, i) =>
+      put(
+        `s${i}`,
+        JSON.stringify({ id: `s${i}`, eventType: 'sensorUpdateEvent', creationDate: new Date(T0 + 2000 + i).toISOString(), vehicle }),
+      ),
+    );
+    await s.events.write([
+      put('p1', location('p1', V1, T0 + 1000)),
+      ...sensors,
+      put('p2', location('p2', V1, T0 + 5000)),
+      put('p3', location('p3', V1, T0 + 6000)),
+    ]);
+    await indexed(s);
+    expect(keysOf(await track(s))).toEqual(['p1', 'p2', 'p3']);
+    expect(keysOf(await track(s, { limit: 2 }))).toEqual(['p1', 'p2']);
+    expect(keysOf(await track(s, { limit: 1, after: { time: T0 + 1000, key: 'p1' } }))).toEqual(['p2']);
+    expect(keysOf(await track(s, { after: { time: T0 + 2500, key: 's500' } }))).toEqual(['p2', 'p3']);
+    expect(keysOf(await track(s, { from: T0 + 1001, to: T0 + 6000 }))).toEqual(['p2']);
+    expect(await track(s, { from: T0 + 6000, to: T0 + 6000 })).toEqual([]);
+    expect(await s.events.list({ tenant: 't', kind: 'events', facet: `vehicle=${V1}`, limit: 2000 })).toHaveLength(1303);
   });
 
   it('moves latest positions forward only: a later event time wins, then the later key; a delete leaves them', async () => {
@@ -241,10 +359,17 @@ describe('event log tracks, lists, positions and feed', () => {
     await closeIt(s);
     restore();
 
+    const reopened = Date.now();
     const again = openAt(dir);
     expect(keysOf(await track(again))).toEqual(['b']);
     expect(keysOf(await track(again, { vehicle: V2 }))).toEqual(['a']);
-    expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 })).sort()).toEqual(['a', 'b', 'c']);
+    // At their event times; 'c' has none: at the time of the replay, which does not know when it was accepted.
+    const listed = await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 });
+    expect(listed.slice(0, 2)).toEqual([
+      { at: T0 + 2000, key: 'b' },
+      { at: T0 + 3000, key: 'a' },
+    ]);
+    expect(listed.slice(2).map((e) => [e.key, e.at >= reopened])).toEqual([['c', true]]);
     expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: `vehicle=${V1}`, limit: 10 }))).toEqual(['b']);
     expect((await again.entities.positions.positions('t')).map((p) => [p.vehicle, p.eventKey])).toEqual([
       [V1, 'b'],
@@ -295,7 +420,7 @@ describe('event log tracks, lists, positions and feed', () => {
     await closeIt(s);
     await clearIndex(dir);
     await withLmdb(dir, (root) => {
-      for (const name of ['event-lists', 'event-list-records', 'track', 'positions']) root.openDB({ name, encoding: 'string' }).clearSync();
+      for (const name of ['event-time', 'event-vehicle', 'event-records', 'positions']) root.openDB({ name }).clearSync();
     });
     const again = openAt(dir);
     expect((await track(again)).map((p) => [p.key, p.time])).toEqual([['a', T0 + 3000]]);

@@ -11,11 +11,11 @@ describe('event log index', () => {
     const warnings: string[] = [];
     const s = openAt(dir, { warn: (m) => warnings.push(m) });
     await s.events.write([put('before', doc(1))]);
-    await new Promise((r) => setTimeout(r, 50)); // 'before' is in the index and the checkpoint after it
+    await s.events.settled(); // 'before' is in the index and the checkpoint after it
     // From here on every LMDB commit of the index fails (a full disk under LMDB, say).
     const restore = failCommits(s);
     await s.events.write([put('during', doc(2))]);
-    await new Promise((r) => setTimeout(r, 50));
+    await s.events.settled(); // its commit failed
     expect(warnings.join()).toMatch(/LMDB did not commit \(MDB_MAP_FULL\)/);
     expect(await value('otm_event_index_failed')).toBe(1);
     expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
