@@ -76,10 +76,13 @@ async function writeVehicles(entities, n) {
   }
 }
 
+/** A GET that must answer 200, with the time it took (ms). */
 const get = async (url, path) => {
+  const t0 = process.hrtime.bigint();
   const r = await request(`${url}${path}`, { token: EMB_TOKEN });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
   if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.body.slice(0, 200)}`);
-  return r;
+  return { ...r, ms };
 };
 
 /** p50 and p99 (ms) of each path, asked `n` times one at a time, the paths interleaved. */

@@ -85,18 +85,17 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query, finder: 
     const bbox = bboxParam(q.bbox);
     const notBefore = q.staleAfter === undefined ? undefined : Date.now() - durationParam('staleAfter', q.staleAfter);
     const positions = await finder.positions(req.principal!.tenant, bbox, notBefore);
-    const items = positions.map((p) =>
-      JSON.stringify({
-        vehicle: p.vehicle,
-        time: new Date(p.time).toISOString(),
-        lat: p.lat,
-        lon: p.lon,
-        ...(p.speedKmh === null ? {} : { speedKmh: p.speedKmh }),
-        ...(p.heading === null ? {} : { heading: p.heading }),
-        eventId: p.eventKey,
-      }),
+    // One text for thousands of positions: each item written by hand (ids are UUIDs, numbers
+    // finite), joined once; much cheaper than an object and JSON.stringify an item.
+    const items = positions.map(
+      (p) =>
+        `{"vehicle":"${p.vehicle}","time":"${new Date(p.time).toISOString()}","lat":${p.lat},"lon":${p.lon}` +
+        `${p.speedKmh === null ? '' : `,"speedKmh":${p.speedKmh}`}${p.heading === null ? '' : `,"heading":${p.heading}`},"eventId":"${p.eventKey}"}`,
     );
-    return reply.code(200).type(JSON_TYPE).send(pageBody(items, null));
+    return reply
+      .code(200)
+      .type(JSON_TYPE)
+      .send(`{"items":[${items.join(',')}],"next":null}`);
   });
 
   app.get<{ Params: { uuid: string } }>('/api/v5/vehicles/:uuid/track', read, async (req, reply) => {
