@@ -3,6 +3,7 @@
  * and a distributed one (Kafka, Redis, ClickHouse); one contract test suite runs against both.
  */
 import type { KindSegment } from '@otm/model';
+import type { TrackFix } from './event-facts.js';
 import type { ListRecord } from './facets.js';
 import type { Envelope, Topic } from './messages.js';
 
@@ -287,14 +288,8 @@ export interface TrackReader {
   track(scan: TrackScan): AsyncIterable<TrackPoint>;
 }
 
-/** The newest position of a vehicle (by event time; the later key on a tie). */
-export interface LatestPosition {
-  readonly vehicle: string;
-  readonly time: number;
-  readonly lat: number;
-  readonly lon: number;
-  readonly speedKmh: number | null;
-  readonly heading: number | null;
+/** The newest position of a vehicle (by event time; the later key on a tie): its track fix and the event's key. */
+export interface LatestPosition extends TrackFix {
   /** The location event's storage key. */
   readonly eventKey: string;
 }
