@@ -296,7 +296,11 @@ export interface LatestPosition extends TrackFix {
 
 /** Latest positions, kept up to date as location events are stored; never computed from the events. */
 export interface PositionReader {
-  positions(tenant: string): Promise<LatestPosition[]>;
+  /**
+   * The tenant's latest positions in vehicle key order. The array and its items may be shared with
+   * later reads (an adapter keeps them in memory): callers must not change them.
+   */
+  positions(tenant: string): Promise<readonly LatestPosition[]>;
 }
 
 /**

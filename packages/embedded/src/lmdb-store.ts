@@ -266,7 +266,7 @@ class LmdbEntityStore implements EntityStore {
     // Telemetry events reach the feed and positions in the event log's index commit: wait for it.
     this.feed = { read: async (q) => (await settled(), shared.feed.read(q)) };
     this.positions = {
-      positions: async (tenant: string): Promise<LatestPosition[]> => (await settled(), shared.positions.positions(tenant)),
+      positions: async (tenant: string): Promise<readonly LatestPosition[]> => (await settled(), shared.positions.positions(tenant)),
     };
     this.telemetry = {
       appendFeed: (entries) => this.appendFeed(entries),

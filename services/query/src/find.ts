@@ -209,20 +209,19 @@ export class Finder {
     });
   }
 
-  /** Latest positions inside `bbox`, no older than `notBefore` (ms), by vehicle key. */
+  /** Latest positions inside `bbox`, no older than `notBefore` (ms), by vehicle key (the store's order). */
   async positions(
     tenant: string,
     bbox: readonly [number, number, number, number] | undefined,
     notBefore: number | undefined,
-  ): Promise<LatestPosition[]> {
+  ): Promise<readonly LatestPosition[]> {
     const all = await this.deps.entities.positions.positions(tenant);
-    return all
-      .filter(
-        (p) =>
-          (notBefore === undefined || p.time >= notBefore) &&
-          (bbox === undefined || (p.lon >= bbox[0] && p.lat >= bbox[1] && p.lon <= bbox[2] && p.lat <= bbox[3])),
-      )
-      .sort((a, b) => (a.vehicle < b.vehicle ? -1 : a.vehicle > b.vehicle ? 1 : 0));
+    if (bbox === undefined && notBefore === undefined) return all;
+    return all.filter(
+      (p) =>
+        (notBefore === undefined || p.time >= notBefore) &&
+        (bbox === undefined || (p.lon >= bbox[0] && p.lat >= bbox[1] && p.lon <= bbox[2] && p.lat <= bbox[3])),
+    );
   }
 }
 

