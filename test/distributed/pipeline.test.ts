@@ -1,7 +1,8 @@
 /**
  * The distributed deployment, as separate processes on real services: the interface over HTTP
- * (model examples, semantics, auth), 20,000 location events counted exactly in ClickHouse and by
- * GET, a worker killed with SIGKILL mid-stream, and Kafka gone (503 within the bound).
+ * (model examples, semantics, auth), analysts' joins of events to entities in ClickHouse, 20,000
+ * location events counted exactly in ClickHouse and by GET, a worker killed with SIGKILL
+ * mid-stream, and Kafka gone (503 within the bound).
  */
 import fs from 'node:fs';
 import { createClient } from '@clickhouse/client';
@@ -107,6 +108,81 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     await put('actions', { ...trip.actions[0]!.entity, lifecycle: 'realized' });
     await visible(`/api/v5/actions/${ids.stopLoad}`, (b) => b.lifecycle === 'realized');
     expect((await get(`/api/v5/actions/${ids.stopLoad}?lifecycle=planned`)).body.lifecycle).toBe('planned');
+  }, 60_000);
+
+  it("analysts join events to their trips and consignments in ClickHouse (the worker's entity export)", async () => {
+    const [tripId, consignmentId, loadId] = [
+      '5a000000-0000-4000-8000-000000000001',
+      '5a000000-0000-4000-8000-000000000002',
+      '5a000000-0000-4000-8000-000000000003',
+    ];
+    const reference = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+    expect((await put('consignments', { entityType: 'consignment', id: consignmentId, name: 'Pallets', status: 'confirmed' })).status).toBe(
+      200,
+    );
+    const tripDoc = {
+      entityType: 'trip',
+      id: tripId,
+      name: 'Export check',
+      status: 'inTransit',
+      vehicle: reference('vehicle', ids.vehicle),
+      actions: [
+        {
+          associationType: 'inline',
+          entity: { actionType: 'load', id: loadId, lifecycle: 'planned', consignment: reference('consignment', consignmentId) },
+        },
+      ],
+    };
+    expect((await put('trips', tripDoc)).status).toBe(200);
+    // Telemetry naming the trip: a location event in its references, a fuel event in its `trip`.
+    const event = (eventType: string, over: Record<string, unknown>) => ({
+      eventType,
+      lifecycle: 'actual',
+      creationDate: '2026-11-23T07:00:00Z',
+      vehicle: reference('vehicle', ids.vehicle),
+      ...over,
+    });
+    const location = event('locationUpdateEvent', {
+      geoReference: { type: 'latLonPointGeoReference', lat: 52.3, lon: 5.1 },
+      references: [reference('trip', tripId)],
+    });
+    expect((await put('events', location)).status).toBe(200);
+    expect(
+      (await put('events', event('fuelConsumedEvent', { trip: reference('trip', tripId), amount: { value: 12.5, unit: 'l' } }))).status,
+    ).toBe(200);
+
+    // The queries of docs/analytics.md, as written (but for the consignment's id).
+    const md = fs.readFileSync(new URL('../../docs/analytics.md', import.meta.url), 'utf8');
+    const named = (name: string) =>
+      [...md.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.startsWith(`-- name: ${name}\n`))!;
+    const ch = createClient({ url: c.clickhouse.url });
+    const query = async <T>(sql: string) => (await ch.query({ query: sql, format: 'JSONEachRow' })).json<T>();
+    try {
+      const perTrip = await eventually(
+        async () =>
+          (await query<Record<string, unknown>>(named('fuel_co2_per_trip_with_status'))).find(
+            (r) => r.trip_id === tripId && r.fuel_l === 12.5,
+          ),
+        20_000,
+        'the trip and its fuel in ClickHouse',
+      );
+      expect(perTrip).toEqual({ trip_id: tripId, name: 'Export check', status: 'inTransit', fuel_l: 12.5, co2_kg: 0 });
+      const sql = named('events_of_consignment_trips').split('5e1f0c2a-7d3b-4c8e-9f10-2a3b4c5d6e01').join(consignmentId);
+      const events = await eventually(
+        async () => {
+          const rows = await query<{ trip_id: string; event_type: string }>(sql);
+          return rows.length === 2 ? rows : undefined;
+        },
+        20_000,
+        "the consignment's trip's events",
+      );
+      expect(events.map((r) => `${r.trip_id} ${r.event_type}`).sort()).toEqual([
+        `${tripId} fuelConsumedEvent`,
+        `${tripId} locationUpdateEvent`,
+      ]);
+    } finally {
+      await ch.close();
+    }
   }, 60_000);
 
   it('20,000 location events with a worker killed mid-stream: exact counts in ClickHouse and by GET', async () => {

@@ -77,6 +77,11 @@ export interface Config {
   readonly feedRetentionMs: number;
   /** Longest window of a vehicle track request, in days. */
   readonly trackMaxDays: number;
+  /**
+   * How often the telemetry worker copies entity changes from the Redis change feed into
+   * ClickHouse's otm_entities (ms); 0: never (docs/analytics.md, "Entity tables").
+   */
+  readonly entityExportIntervalMs: number;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -125,6 +130,8 @@ export const CONFIG_VARIABLES = {
   OTM_FEED_RETENTION:
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
   OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
+  OTM_ENTITY_EXPORT_INTERVAL:
+    'how often the telemetry worker copies entity changes from Redis into ClickHouse (otm_entities): a number with s or m (default 1s), or off',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
   KAFKA_MAX_REQUEST_BYTES:
@@ -167,6 +174,20 @@ function duration(env: Env, name: string, fallbackMs: number, minMs: number, max
     throw new ConfigError(name, `must be a duration such as 12h or 7d, from ${minMs / 1000} s to ${maxMs / 86_400_000} days, got '${v}'`);
   }
   return ms;
+}
+
+/** `duration`, or `off` (0). */
+function durationOrOff(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
+  if (env[name]?.trim() === 'off') return 0;
+  try {
+    return duration(env, name, fallbackMs, minMs, maxMs);
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    throw new ConfigError(
+      name,
+      `must be off or a duration such as 1s or 5m, from ${minMs / 1000} s to ${maxMs / 60_000} minutes, got '${env[name]}'`,
+    );
+  }
 }
 
 function url(env: Env, name: string, protocols: readonly string[], required: boolean): string | undefined {
@@ -255,6 +276,7 @@ export function loadConfig(env: Env = process.env): Config {
     connections,
     feedRetentionMs: duration(env, 'OTM_FEED_RETENTION', 7 * 86_400_000, 60_000, 3_650 * 86_400_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
+    entityExportIntervalMs: durationOrOff(env, 'OTM_ENTITY_EXPORT_INTERVAL', 1_000, 1_000, 3_600_000),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

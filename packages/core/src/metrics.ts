@@ -52,3 +52,22 @@ export const bulkChecksInFlight = new Gauge({
   help: 'Bulk bodies being checked on a checking thread or waiting for one',
   registers: [registry],
 });
+
+/** The entity export (the telemetry worker's copy of entity changes into ClickHouse's otm_entities). */
+export const entityExportRows = new Counter({
+  name: 'otm_entity_export_rows_total',
+  help: 'Rows the entity export inserted into otm_entities (versions and tombstones)',
+  registers: [registry],
+});
+
+export const entityExportLag = new Gauge({
+  name: 'otm_entity_export_lag_seconds',
+  help: 'Age of the oldest entity change the export had still to copy when it last read a feed (largest over tenants; 0 once every feed is copied)',
+  registers: [registry],
+});
+
+export const entityExportFailures = new Counter({
+  name: 'otm_entity_export_failures_total',
+  help: 'Passes of the entity export that failed (Redis or ClickHouse unavailable); the next pass starts again from the saved cursors',
+  registers: [registry],
+});

@@ -322,3 +322,49 @@ export interface TelemetrySideEffects {
   /** Moves each vehicle's latest position forward (a fix older than the one kept changes nothing). */
   updatePositions(fixes: ReadonlyArray<LatestPosition & { readonly tenant: string }>): Promise<void>;
 }
+
+/**
+ * One change of an entity store's feed as the entity export hands it on to analytics (the
+ * telemetry worker's exporter, services/worker/src/entity-export.ts): a put of a version, with its
+ * document, or a delete of every version of an entity.
+ */
+export interface EntityChange {
+  readonly tenant: string;
+  readonly op: 'put' | 'delete';
+  readonly kind: KindSegment;
+  readonly key: string;
+  /** A put's lifecycle rank; 0 for a delete (which removes every rank). */
+  readonly lifecycleRank: number;
+  /** When the change was applied (ms since the epoch). */
+  readonly at: number;
+  /** Orders the changes of one entity: a later change always has a higher version (fits UInt64). */
+  readonly version: bigint;
+  /** A put's document as GET answers it. */
+  readonly json?: string;
+}
+
+/**
+ * What an entity store offers the entity export beyond its change feed (the Redis store): the
+ * tenants that have a feed, the export's own cursor per tenant, a number that orders feed cursors,
+ * and a lease so that one exporter at a time works while several telemetry workers run.
+ */
+export interface FeedExport {
+  /** The tenants whose change feed may hold changes of entities. */
+  tenants(): Promise<string[]>;
+  /** The cursor saved after the last change exported; undefined when none was saved. */
+  cursor(tenant: string): Promise<string | undefined>;
+  /** Saves the cursor; undefined forgets it (the next read starts at the oldest change kept). */
+  saveCursor(tenant: string, cursor: string | undefined): Promise<void>;
+  /** A number that grows with the feed's order (a later cursor, a higher number). */
+  versionOf(cursor: string): bigint;
+  /** Takes or renews the export's lease for `owner` for `ms`; false while another owner holds it. */
+  lease(owner: string, ms: number): Promise<boolean>;
+  /** Gives the lease up, if `owner` holds it. */
+  release(owner: string): Promise<void>;
+}
+
+/** Where the entity export writes (the ClickHouse event store: table otm_entities). */
+export interface EntityChangeSink {
+  /** Stores the changes, at once (one insert); resolves with the rows written once they are durable. */
+  writeEntityChanges(changes: readonly EntityChange[]): Promise<number>;
+}

@@ -94,6 +94,18 @@ describe('loadConfig', () => {
     }
   });
 
+  it('reads the entity export interval as a duration, or off', () => {
+    expect(loadConfig({}).entityExportIntervalMs).toBe(1_000);
+    expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: '5s' }).entityExportIntervalMs).toBe(5_000);
+    expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: '2m' }).entityExportIntervalMs).toBe(120_000);
+    expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: 'off' }).entityExportIntervalMs).toBe(0);
+    for (const value of ['0s', '1', '2h', 'never']) {
+      expect(() => loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: value }), value).toThrow(
+        /OTM_ENTITY_EXPORT_INTERVAL: must be off or a duration/,
+      );
+    }
+  });
+
   it('accepts the distributed settings', () => {
     const c = loadConfig({
       OTM_BUS: 'kafka',

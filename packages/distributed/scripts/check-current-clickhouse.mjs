@@ -1,7 +1,7 @@
 /**
- * Checks the event store's DDL, its read queries and every SQL block of docs/analytics.md against
- * a CURRENT ClickHouse, in-process via chdb (the tests run against Debian's 18.16). Not part of
- * `npm test` (chdb is ~550 MB). Run from the repository root after `tsc -b`:
+ * Checks the event store's DDL (otm_entities too), its read queries and every SQL block of
+ * docs/analytics.md against a CURRENT ClickHouse, in-process via chdb (the tests run against
+ * Debian's 18.16). Not part of `npm test` (chdb is ~550 MB). Run from the repository root after `tsc -b`:
  *
  *   npm install --no-save chdb && node packages/distributed/scripts/check-current-clickhouse.mjs
  *
@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Session } from 'chdb';
-import { eventColumns, eventGetSql, eventListSql, eventPlacementsSql, eventStoreDdl, trackSql } from '../dist/index.js';
+import { entityRows, eventColumns, eventGetSql, eventListSql, eventPlacementsSql, eventStoreDdl, trackSql } from '../dist/index.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-chdb-'));
 const s = new Session(dir);
 console.log(s.query('SELECT version()', 'TSV').trim());
@@ -105,6 +105,31 @@ add('l3', {
 }
 s.query(`INSERT INTO otm.otm_events FORMAT JSONEachRow\n${rows.map((r) => JSON.stringify(r)).join('\n')}`);
 s.query(`INSERT INTO otm.otm_event_ids FORMAT JSONEachRow\n${ids.map((r) => JSON.stringify(r)).join('\n')}`);
+// Entities as the entity export writes them: a trip naming the consignment of the docs' query
+// through an inline action, and a deleted trip (tombstones).
+const C1 = '5e1f0c2a-7d3b-4c8e-9f10-2a3b4c5d6e01';
+const entityChange = (version, kind, key, doc) => ({
+  tenant: 'acme',
+  op: doc === undefined ? 'delete' : 'put',
+  kind,
+  key,
+  lifecycleRank: 0,
+  at: Date.parse('2024-03-01T05:00:00Z') + version,
+  version: BigInt(version),
+  ...(doc === undefined ? {} : { json: JSON.stringify(doc) }),
+});
+const entities = [
+  entityChange(1, 'trips', T1, {
+    entityType: 'trip',
+    id: T1,
+    name: 'Daily supply',
+    status: 'inTransit',
+    actions: [{ associationType: 'inline', entity: { actionType: 'load', id: 'a1', consignment: ref('consignment', C1) } }],
+  }),
+  entityChange(2, 'trips', 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a02', { entityType: 'trip', id: 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a02' }),
+  entityChange(3, 'trips', 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a02'),
+].flatMap(entityRows);
+s.query(`INSERT INTO otm.otm_entities FORMAT JSONEachRow\n${entities.map((r) => JSON.stringify(r)).join('\n')}`);
 const md = fs.readFileSync(new URL('../../../docs/analytics.md', import.meta.url), 'utf8');
 for (const m of md.matchAll(/```sql\n([\s\S]*?)```/g)) {
   const sql = m[1].trim();

@@ -10,8 +10,10 @@ export { isRetryable, UNCLASSIFIED_ATTEMPTS, type KafkaSubscription } from './ka
 export { withTimeout } from './kafka/timeout.js';
 export { FAST_CONSUMER_SETTINGS, type KafkaBusOptions, type KafkaConsumerSettings } from './kafka/options.js';
 export { ClickHouseEventStore, type ClickHouseEventStoreOptions } from './clickhouse/store.js';
-export { EVENT_COLUMNS, eventStoreDdl } from './clickhouse/schema.js';
+export { ENTITY_COLUMNS, EVENT_COLUMNS, eventStoreDdl, type EntityRow } from './clickhouse/schema.js';
+export { entityRows, linkedEntities } from './clickhouse/entity-columns.js';
 export { eventGetSql, eventListBounds, eventListSql, eventPlacementsSql, sqlString, trackSql } from './clickhouse/sql.js';
 export { tsvEncoder, tsvLine } from './clickhouse/tsv.js';
 export { columnsTrackFix, eventColumns, normaliseQuantity, type EventColumns, type Normalised } from './clickhouse/columns.js';
 export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js';
+export { RedisFeedExport } from './redis/feed-export.js';

@@ -34,7 +34,7 @@ export interface AdapterOptions {
 type AdapterConfig = Pick<Config, 'dataDir' | 'bus' | 'kafkaBrokers' | 'entityStore' | 'redisUrl' | 'eventStore' | 'clickhouseUrl'> & {
   readonly kafka?: Config['kafka'];
   readonly redisCache?: boolean;
-  /** How long the change feed keeps changes (default: the embedded stores' own, 7 days). */
+  /** How long the change feed keeps changes (default: the stores' own, 7 days). */
   readonly feedRetentionMs?: Config['feedRetentionMs'];
 };
 
@@ -84,6 +84,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
           ...(opts.redisPrefix ? { prefix: opts.redisPrefix } : {}),
           cacheLatest: config.redisCache,
           warn: (m) => logger.warn(m),
+          ...(config.feedRetentionMs === undefined ? {} : { feedRetentionMs: config.feedRetentionMs }),
         })
       : undefined;
   const entities: EntityStore = redis ?? lmdb().entities;

@@ -80,6 +80,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     telemetry,
     connections: config.connections,
     trackMaxDays: config.trackMaxDays,
+    entityExport: config.entityExportIntervalMs > 0 ? { intervalMs: config.entityExportIntervalMs } : false,
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =

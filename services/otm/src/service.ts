@@ -1,6 +1,6 @@
 /**
  * One process of the service: any set of the roles (ingress, query, entity worker, telemetry
- * worker) over any adapters. `otm serve` runs them all in one process; `otm ingress`, `otm query`
+ * worker, which also runs the entity export where the stores offer it) over any adapters. `otm serve` runs them all in one process; `otm ingress`, `otm query`
  * and `otm worker` run one role each. Every process answers /healthz, /readyz and /metrics.
  */
 import type { FastifyInstance } from 'fastify';
@@ -9,7 +9,7 @@ import { TOPICS, TokenVerifier, type ConnectionLimits, type Logger, type Subscri
 import { createHttpApp, methodNotAllowed } from '@otm/http';
 import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
 import { Finder, Query, registerQueryRoutes } from '@otm/query';
-import { entityWorker, telemetryWorker, type TelemetryBatching } from '@otm/worker';
+import { entityWorker, startEntityExport, telemetryWorker, type EntityExportOptions, type TelemetryBatching } from '@otm/worker';
 import type { Adapters } from './adapters.js';
 
 export interface Roles {
@@ -56,6 +56,12 @@ export async function createService(
     trackMaxDays?: number;
     /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
     connections?: Partial<ConnectionLimits>;
+    /**
+     * The telemetry worker's copy of entity changes into the event store (Redis to ClickHouse's
+     * otm_entities; services/worker/src/entity-export.ts), or false for none. Default: on, every
+     * second, where the stores offer it.
+     */
+    entityExport?: EntityExportOptions | false;
   },
 ): Promise<Service> {
   const { bus, entities, events } = adapters;
@@ -76,6 +82,10 @@ export async function createService(
       }),
     );
   }
+  const exporter =
+    roles.telemetryWorker && opts.entityExport !== false
+      ? startEntityExport(entities, events, { logger: logger.child({ component: 'entity-export' }) }, opts.entityExport ?? {})
+      : undefined;
 
   const app = createHttpApp({
     logger,
@@ -129,6 +139,7 @@ export async function createService(
       await app.close();
       await bulkChecker?.close();
       for (const s of subscriptions) await s.close();
+      await exporter?.close();
       await adapters.close();
     },
   };

@@ -14,6 +14,13 @@
  *   primary index), in one query; GETs that arrive together share one query.
  *   A delete, or a new version that moved the event to another vehicle or time, writes a
  *   tombstone with the old sorting key there.
+ * - `otm_entities`: one row per version of an entity of the Redis entity store (trips,
+ *   consignments, vehicles, actions, ...; not events), copied from the tenants' change feeds by the
+ *   telemetry worker's entity export (services/worker/src/entity-export.ts; columns in
+ *   entity-columns.ts): a few typed columns, the entities the document names (`linked_kinds`,
+ *   `linked_ids`, for joins), the document. ORDER BY (tenant, kind, entity_id, lifecycle_rank):
+ *   one row per version once merged. Its `version` comes from the feed's order (a later change
+ *   wins, however often a change is copied); a delete writes tombstones.
  *
  * Granules: ClickHouse reads whole granules (`index_granularity` rows) of each column a query
  * needs, in each part. With the default 8,192, a GET by id would read some 8,000 rows of the id
@@ -38,7 +45,7 @@
 import type { EventColumns } from './columns.js';
 import { sqlIdent } from './sql.js';
 
-/** CREATE statements for the tables (idempotent), in the order to run them. */
+/** CREATE statements for the tables (idempotent), in the order to run them; `otm migrate` runs them. */
 export function eventStoreDdl(database: string): string[] {
   sqlIdent(database, 'bad ClickHouse database name');
   return [
@@ -99,6 +106,30 @@ SETTINGS index_granularity = 1024`,
 ENGINE = ReplacingMergeTree(version)
 ORDER BY (tenant, kind, event_id, lifecycle_rank)
 SETTINGS index_granularity = 256`,
+    `CREATE TABLE IF NOT EXISTS ${database}.otm_entities
+(
+    tenant String,
+    kind String,
+    entity_id String,
+    lifecycle_rank UInt8,
+    lifecycle String,
+    subtype String,
+    name String,
+    status String,
+    external_ids Array(String),
+    vehicle_ids Array(String),
+    actor_ids Array(String),
+    linked_kinds Array(String),
+    linked_ids Array(String),
+    changed_at DateTime('UTC'),
+    changed_at_ms Int64,
+    version UInt64,
+    deleted UInt8,
+    doc String
+)
+ENGINE = ReplacingMergeTree(version)
+ORDER BY (tenant, kind, entity_id, lifecycle_rank)
+SETTINGS index_granularity = 1024`,
   ];
 }
 
@@ -125,6 +156,30 @@ export interface IdRow {
   accepted_at: number;
   version: number;
   deleted: 0 | 1;
+}
+
+/** A row of otm_entities (entity-columns.ts makes them). */
+export interface EntityRow {
+  tenant: string;
+  kind: string;
+  entity_id: string;
+  lifecycle_rank: number;
+  lifecycle: string;
+  subtype: string;
+  name: string;
+  status: string;
+  external_ids: readonly string[];
+  vehicle_ids: readonly string[];
+  actor_ids: readonly string[];
+  linked_kinds: readonly string[];
+  linked_ids: readonly string[];
+  /** Seconds since the epoch. */
+  changed_at: number;
+  changed_at_ms: number;
+  /** A UInt64 in decimal (it may not fit a JavaScript number exactly). */
+  version: string;
+  deleted: 0 | 1;
+  doc: string;
 }
 
 /** The columns of otm_events, in the order an insert sends them. */
@@ -176,8 +231,31 @@ export const ID_COLUMNS = [
   'version',
   'deleted',
 ] as const satisfies readonly (keyof IdRow)[];
+/** The columns of otm_entities, in the order an insert sends them. */
+export const ENTITY_COLUMNS = [
+  'tenant',
+  'kind',
+  'entity_id',
+  'lifecycle_rank',
+  'lifecycle',
+  'subtype',
+  'name',
+  'status',
+  'external_ids',
+  'vehicle_ids',
+  'actor_ids',
+  'linked_kinds',
+  'linked_ids',
+  'changed_at',
+  'changed_at_ms',
+  'version',
+  'deleted',
+  'doc',
+] as const satisfies readonly (keyof EntityRow)[];
 // Every member of a row has its column (a compile error otherwise).
 const everyEventColumn: Exclude<keyof EventRow, (typeof EVENT_COLUMNS)[number]> extends never ? true : never = true;
 const everyIdColumn: Exclude<keyof IdRow, (typeof ID_COLUMNS)[number]> extends never ? true : never = true;
+const everyEntityColumn: Exclude<keyof EntityRow, (typeof ENTITY_COLUMNS)[number]> extends never ? true : never = true;
 void everyEventColumn;
 void everyIdColumn;
+void everyEntityColumn;

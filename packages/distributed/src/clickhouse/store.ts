@@ -8,6 +8,9 @@
  * (`run`, `errors.ts`): a retryable 503 when ClickHouse cannot be reached or is busy, a
  * non-retryable AdapterError when it refuses the request as malformed.
  *
+ * It also takes the rows of otm_entities from the telemetry worker's entity export
+ * (`writeEntityChanges`, the `EntityChangeSink` port).
+ *
  * The feed entries and latest positions of stored events are not kept here
  * (`keepsTelemetryEffects` is absent): the telemetry worker records them in the entity store once
  * a write resolved. It writes through `writeWithFixes`, which answers with the latest-position
@@ -22,6 +25,8 @@ import {
   AdapterError,
   LIFECYCLES,
   type DocumentWrite,
+  type EntityChange,
+  type EntityChangeSink,
   type EventStore,
   type LatestPosition,
   type ListPosition,
@@ -33,7 +38,8 @@ import {
 import { columnsTrackFix, eventColumns, type EventColumns } from './columns.js';
 import { errorText } from '../error-text.js';
 import { clickhouseFailure } from './errors.js';
-import { EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EventRow, type IdRow } from './schema.js';
+import { entityRows } from './entity-columns.js';
+import { ENTITY_COLUMNS, EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EntityRow, type EventRow, type IdRow } from './schema.js';
 import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
 import { rowFormat, tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
@@ -104,6 +110,7 @@ const EMPTY_COLUMNS: EventColumns = {
 
 const EVENT_FORMAT = rowFormat<EventRow>(EVENT_COLUMNS);
 const ID_FORMAT = rowFormat<IdRow>(ID_COLUMNS);
+const ENTITY_FORMAT = rowFormat<EntityRow>(ENTITY_COLUMNS);
 
 /** A document's JSON text as an object; a text that is not JSON can never be stored (not retryable). */
 function parseDocument(json: string): Record<string, unknown> {
@@ -114,7 +121,7 @@ function parseDocument(json: string): Record<string, unknown> {
   }
 }
 
-export class ClickHouseEventStore implements EventStore {
+export class ClickHouseEventStore implements EventStore, EntityChangeSink {
   readonly database: string;
   private readonly client: ClickHouseClient;
   private readonly lookupChunk: number;
@@ -151,6 +158,9 @@ export class ClickHouseEventStore implements EventStore {
   }
   private get ids() {
     return `${this.database}.otm_event_ids`;
+  }
+  private get entities() {
+    return `${this.database}.otm_entities`;
   }
 
   /** Strictly increasing write time in µs (the ReplacingMergeTree version). */
@@ -505,6 +515,16 @@ export class ClickHouseEventStore implements EventStore {
     await this.insert(this.events, EVENT_FORMAT, eventRows);
     await this.insert(this.ids, ID_FORMAT, idRows);
     return putRows;
+  }
+
+  /**
+   * The entity export's write (`EntityChangeSink`): the rows of the changes (entity-columns.ts) in
+   * one insert into otm_entities; resolves with their number once ClickHouse has them.
+   */
+  async writeEntityChanges(changes: readonly EntityChange[]): Promise<number> {
+    const rows = changes.flatMap(entityRows);
+    await this.insert(this.entities, ENTITY_FORMAT, rows);
+    return rows.length;
   }
 
   /** Drops the database with its tables (tests, tear-down of a tenant-less scratch database). */

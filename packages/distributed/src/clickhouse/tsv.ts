@@ -13,22 +13,42 @@ const TSV_SPECIAL = /[\\\t\n\r\0]/;
 const TSV_SPECIAL_ALL = /[\\\t\n\r\0]/g;
 const TSV_ESCAPE: Record<string, string> = { '\\': '\\\\', '\t': '\\t', '\n': '\\n', '\r': '\\r', '\0': '\\0' };
 
+/** What a field of a row may hold: NULL, a number, a string, an Array(String). */
+type TsvValue = string | number | null | readonly string[];
+
 /**
  * One value as a TabSeparated field: NULL as `\N`, numbers as JavaScript writes them (finite, as
- * they come from JSON; `1e-7` style is read by ClickHouse too), strings with backslash escapes.
+ * they come from JSON; `1e-7` style is read by ClickHouse too), strings with backslash escapes,
+ * arrays of strings as `tsvArray`.
  * The document itself (JSON text) rarely holds a backslash, so it is mostly sent as it is, where
  * JSONEachRow escaped every quote in it.
  */
-function tsvField(v: string | number | null): string {
+function tsvField(v: TsvValue): string {
   if (v === null) return '\\N';
   if (typeof v === 'number') return String(v);
+  if (typeof v !== 'string') return tsvArray(v);
   return TSV_SPECIAL.test(v) ? v.replace(TSV_SPECIAL_ALL, (c) => TSV_ESCAPE[c]!) : v;
+}
+
+const ARRAY_ITEM_SPECIAL_ALL = /[\\\t\n\r\0']/g;
+
+/**
+ * An Array(String) as a TabSeparated field: `['a','b']`, each string in single quotes with the
+ * same backslash escapes as a plain field and `\'` for a quote (ClickHouse reads the field's text as
+ * it is, without a second level of escaping).
+ */
+function tsvArray(items: readonly string[]): string {
+  let out = '[';
+  for (let i = 0; i < items.length; i++) {
+    out += `${i === 0 ? '' : ','}'${items[i]!.replace(ARRAY_ITEM_SPECIAL_ALL, (c) => (c === "'" ? "\\'" : TSV_ESCAPE[c]!))}'`;
+  }
+  return `${out}]`;
 }
 
 /** One row as a TabSeparated line of `columns`. */
 export function tsvLine<R>(row: R, columns: readonly (keyof R)[]): string {
-  let line = tsvField(row[columns[0]!] as string | number | null);
-  for (let i = 1; i < columns.length; i++) line += `\t${tsvField(row[columns[i]!] as string | number | null)}`;
+  let line = tsvField(row[columns[0]!] as TsvValue);
+  for (let i = 1; i < columns.length; i++) line += `\t${tsvField(row[columns[i]!] as TsvValue)}`;
   return `${line}\n`;
 }
 

@@ -3,7 +3,8 @@
  * the same semantics as the embedded LMDB store (packages/embedded/src/lmdb-store.ts) and the same
  * value encoding. Its keys are laid out in `keys.ts`, units of work (MULTI/EXEC) are
  * `transactions.ts`, the cache of latest versions `tracked-cache.ts`, lists by facet `lists.ts`,
- * the change feed `feed.ts`, latest positions `positions.ts`, the typing of failures `errors.ts`.
+ * the change feed `feed.ts` (and what the entity export needs besides it, `feed-export.ts`), latest
+ * positions `positions.ts`, the typing of failures `errors.ts`.
  * The store owns the connection GETs are read on (or uses one handed in), the units' connection
  * and the cache's listening connection; `close()` ends those it made.
  */
@@ -21,6 +22,7 @@ import {
 } from '@otm/core';
 import { redisFailure } from './errors.js';
 import { DEFAULT_FEED_RETENTION_MS, RedisFeed } from './feed.js';
+import { RedisFeedExport } from './feed-export.js';
 import { Keys } from './keys.js';
 import { listBounds, parseListMember } from './lists.js';
 import { RedisPositions } from './positions.js';
@@ -63,6 +65,8 @@ export class RedisEntityStore implements EntityStore {
   private readonly cache: TrackedCache | undefined;
   private readonly units: Units;
   readonly feed: RedisFeed;
+  /** What the entity export needs besides the feed (feed-export.ts). */
+  readonly feedExport: RedisFeedExport;
   readonly positions: RedisPositions;
   readonly telemetry: TelemetrySideEffects;
 
@@ -110,6 +114,7 @@ export class RedisEntityStore implements EntityStore {
       feedRetentionMs,
     });
     this.feed = new RedisFeed(this.redis, this.keys, this.guard, feedRetentionMs);
+    this.feedExport = new RedisFeedExport(this.redis, this.keys, this.guard);
     this.positions = new RedisPositions(this.redis, this.keys, this.guard);
     this.telemetry = {
       appendFeed: (entries) => this.feed.append(entries),

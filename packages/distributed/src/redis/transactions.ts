@@ -79,7 +79,8 @@ const UNIT_ATTEMPTS = 10;
 
 /**
  * One write of a unit; `tag` groups the writes of one slot on Cluster: an entity's keys, a list,
- * or a tenant's feed (`of`: the feed's groups are committed last, see the top of this file).
+ * or a tenant's feed (`of`: the feed's groups, and the set of tenants, are committed last, see the
+ * top of this file).
  */
 interface Op {
   readonly tag: string;
@@ -119,7 +120,8 @@ export class RedisTx implements EntityTx {
 
   /**
    * The unit's writes, then the XADDs of its feed entries, all stamped with the time of the commit,
-   * then the trimming of each tenant's feed (feed.ts).
+   * then the trimming of each tenant's feed (feed.ts) and the tenant's name in the set of tenants
+   * (keys.ts `tenants`).
    */
   commitOps(): Op[] {
     if (this.changes.size === 0) return this.ops;
@@ -131,12 +133,16 @@ export class RedisTx implements EntityTx {
       tenants.add(c.tenant);
       feed.push({ tag: this.keys.tenantTag(c.tenant), of: 'feed', apply: (m) => addFeedEntry(m, key, c, at) });
     }
+    const registry = this.keys.tenants();
     for (const tenant of tenants) {
       feed.push({
         tag: this.keys.tenantTag(tenant),
         of: 'feed',
         apply: (m) => addFeedTrim(m, this.keys, tenant, at, this.feedRetentionMs),
       });
+      // The tenants that have entities, for the entity export (feed-export.ts): a SADD of a member
+      // already there costs Redis next to nothing.
+      feed.push({ tag: registry, of: 'feed', apply: (m) => void m.sadd(registry, tenant) });
     }
     return [...this.ops, ...feed];
   }

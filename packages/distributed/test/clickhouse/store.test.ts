@@ -1,13 +1,22 @@
 /**
  * ClickHouseEventStore beyond the EventStore contract: the analyst columns as stored (SELECT on
- * the table), moves and deletes seen through FINAL, lists of events and vehicles' tracks, and every
- * SQL block of docs/analytics.md run as written against ClickHouse 18.16.
+ * the table), moves and deletes seen through FINAL, lists of events and vehicles' tracks, the rows
+ * of otm_entities, and every SQL block of docs/analytics.md run as written against ClickHouse 18.16.
  */
 import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AdapterError, type DocumentWrite, type ListPosition, type ListScan, type TrackPoint, type TrackScan } from '@otm/core';
+import {
+  AdapterError,
+  type DocumentWrite,
+  type EntityChange,
+  type ListPosition,
+  type ListScan,
+  type TrackPoint,
+  type TrackScan,
+} from '@otm/core';
+import type { KindSegment } from '@otm/model';
 import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
 import { ClickHouseEventStore, eventListSql, eventStoreDdl } from '../../src/index.js';
 
@@ -20,6 +29,14 @@ const ref = (entityType: string, uuid: string) => ({ associationType: 'reference
 const V1 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01';
 const V2 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a02';
 const T1 = 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a01';
+const [T2, T3, T4] = [
+  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a02',
+  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a03',
+  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a04',
+];
+/** The consignment docs/analytics.md names; the actions that name it. */
+const C1 = '5e1f0c2a-7d3b-4c8e-9f10-2a3b4c5d6e01';
+const [A1, A3] = ['a0a0a0a0-8a4c-4a6e-9d35-1f4b1e0c0a01', 'a0a0a0a0-8a4c-4a6e-9d35-1f4b1e0c0a03'];
 
 const enabled = integrationEnabled('ClickHouseEventStore (ClickHouse 18.16)');
 describe.skipIf(!enabled)('ClickHouseEventStore', () => {
@@ -644,6 +661,49 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
         { op: 'delete', tenant: 'acme', kind: 'events', key: e3 },
         { op: 'delete', tenant: 'acme', kind: 'events', key: farAway },
       ]);
+      // The second trip's start (no fuel, no position: the queries above stay as they are).
+      await store.write([
+        put('acme', ev(u(), { eventType: 'startEngineEvent', vehicle: ref('vehicle', V2), references: [ref('trip', T3)] })),
+      ]);
+
+      // Entities, as the entity export copies them (otm_entities).
+      const change = (
+        version: bigint,
+        kind: KindSegment,
+        key: string,
+        doc?: Record<string, unknown>,
+        rank = 0,
+        tenant = 'acme',
+      ): EntityChange => {
+        const head = { tenant, kind, key, at: Date.parse('2024-03-01T05:00:00Z') + Number(version), version };
+        return doc === undefined
+          ? { ...head, op: 'delete', lifecycleRank: 0 }
+          : { ...head, op: 'put', lifecycleRank: rank, json: JSON.stringify(doc) };
+      };
+      const trip1 = (status: string) => ({
+        entityType: 'trip',
+        id: T1,
+        name: 'Daily supply',
+        status,
+        vehicle: ref('vehicle', V1),
+        actions: [
+          { associationType: 'inline', entity: { actionType: 'load', id: A1, lifecycle: 'planned', consignment: ref('consignment', C1) } },
+        ],
+      });
+      const unload = (lifecycle: string) => ({ actionType: 'unload', id: A3, lifecycle, consignment: ref('consignment', C1) });
+      const first = change(1n, 'trips', T1, trip1('planned'));
+      await store.writeEntityChanges([
+        first,
+        change(2n, 'trips', T2, { entityType: 'trip', id: T2, name: 'Cancelled', status: 'cancelled' }),
+        change(3n, 'trips', T1, trip1('completed')),
+        change(4n, 'trips', T3, { entityType: 'trip', id: T3, name: 'Second leg', status: 'inTransit', actions: [ref('action', A3)] }),
+        change(5n, 'actions', A3, unload('planned'), 2),
+        change(6n, 'actions', A3, unload('actual'), 4),
+        change(7n, 'trips', T2),
+        change(8n, 'trips', T4, { entityType: 'trip', id: T4, name: 'Empty run', status: 'planned', vehicle: ref('vehicle', V2) }),
+        change(9n, 'trips', T1, trip1('other tenant'), 0, 'other'),
+      ]);
+      await store.writeEntityChanges([first]); // copied again: the later change still wins
     });
     afterAll(async () => {
       await store?.dropDatabase();
@@ -656,7 +716,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     });
 
     it('runs every SQL block as written', async () => {
-      expect(blocks.length).toBeGreaterThanOrEqual(7);
+      expect(blocks.length).toBeGreaterThanOrEqual(11);
       for (const sql of blocks)
         await store.query(sql).catch((e: unknown) => {
           throw new Error(`docs/analytics.md query failed: ${String(e)}\n${sql}`);
@@ -697,6 +757,33 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       const rows = await store.query<{ lat: number; doc: string }>(named.get('vehicle_track_with_documents')!);
       expect(rows.map((r) => r.lat)).toEqual([52.0, 52.0, 52.1]);
       expect(JSON.parse(rows[0]!.doc).eventType).toBe('locationUpdateEvent');
+    });
+
+    it('fuel and CO2 per trip with its name and status: the latest live version of each trip, joined to its events', async () => {
+      const rows = await store.query(named.get('fuel_co2_per_trip_with_status')!);
+      expect(rows).toEqual([
+        { trip_id: T1, name: 'Daily supply', status: 'completed', fuel_l: 10.5, co2_kg: 1.5 },
+        { trip_id: T3, name: 'Second leg', status: 'inTransit', fuel_l: 0, co2_kg: 0 },
+        { trip_id: T4, name: 'Empty run', status: 'planned', fuel_l: 0, co2_kg: 0 },
+      ]);
+    });
+
+    it("events of a consignment's trips: trips that name it, directly or through an action", async () => {
+      const rows = await store.query<{ trip_id: string; event_type: string; lifecycle: string }>(named.get('events_of_consignment_trips')!);
+      expect(rows.map((r) => `${r.trip_id} ${r.event_type} ${r.lifecycle}`).sort()).toEqual(
+        [`${T1} emissionEvent `, `${T1} fuelConsumedEvent `, `${T1} fuelConsumedEvent actual`, `${T3} startEngineEvent `].sort(),
+      );
+    });
+
+    it('what each trip names, from the parallel arrays', async () => {
+      const rows = await store.query(named.get('trip_links')!);
+      expect(rows).toEqual([
+        { trip_id: T1, linked_kind: 'actions', ids: [A1] },
+        { trip_id: T1, linked_kind: 'consignments', ids: [C1] },
+        { trip_id: T1, linked_kind: 'vehicles', ids: [V1] },
+        { trip_id: T3, linked_kind: 'actions', ids: [A3] },
+        { trip_id: T4, linked_kind: 'vehicles', ids: [V2] },
+      ]);
     });
   });
 });
