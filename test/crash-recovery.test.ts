@@ -1,10 +1,14 @@
 /**
  * Durability of the embedded deployment: every write answered 200 is still there after the
- * process is killed with SIGKILL in the middle of a stream of writes and started again.
+ * process is killed with SIGKILL in the middle of a stream of writes and started again; and what
+ * the stores keep beside the documents (lists, the change feed, tracks, latest positions) agrees
+ * with the documents after such a kill, whatever moment it hit.
  */
+import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startServe, stop, type Running } from './process.js';
 
@@ -71,6 +75,635 @@ describe('kill -9 after a 200', () => {
     expect(acknowledged.size).toBeGreaterThanOrEqual(300);
     await stop(second);
   });
+});
+
+/*
+ * Kill -9 in the middle of a stream of writes, then the indexes kept beside the documents agree with
+ * them. Writers PUT and DELETE vehicles, trips (with a status and a vehicle), association and update
+ * events (applied to the trips, in the entity store) and location events of a fleet of vehicles (the
+ * event log), each writer one request at a time; the process is killed with SIGKILL after a number
+ * of acknowledged writes (or right after a bulk request's answer, while the event log's index is
+ * still behind it), started again on the same folder, and read through the HTTP API only.
+ *
+ * Writes in flight at the kill (sent, not answered: at most one a writer) may or may not have been
+ * applied. Each id is written by one writer only, and every write changes what it writes to, so
+ * what GET answers for an id is either what its acknowledged writes made or what the write in flight
+ * made; the check finds out which, and from then on takes it as fact: a write that was applied must
+ * be so everywhere (its list entries, feed entries, track point, position), one that was not must be
+ * nowhere; an association or update event and its effect on the trip are applied together or not at
+ * all.
+ *
+ * Most location events carry their event time (`creationDate`); those of a few vehicles do not, and
+ * are then at the time the service accepted them, which must not change when the event is indexed
+ * only by the replay of the log at the next start.
+ */
+
+type Kind = 'vehicles' | 'trips' | 'events';
+type Json = Record<string, any>;
+
+/** One write's effect on one id: the document GET then answers, or gone. */
+interface Change {
+  readonly op: 'put' | 'delete';
+  readonly doc?: Json;
+  /** Order in which the writes were sent, across the stream. */
+  seq?: number;
+  /** When it was sent and answered (for one in flight that was applied: the kill), by this process's clock. */
+  sentAt?: number;
+  answeredAt?: number;
+}
+
+/** One id the stream writes, and what is known of it. */
+class Entity {
+  /** The changes acknowledged (or found applied after the kill), in the order they were made. */
+  readonly history: Change[] = [];
+  /** A change sent but not answered when the process was killed; `group`: the request it came with. */
+  inFlight: { change: Change; group: object } | undefined;
+  /** Written since the last check by GET. */
+  written = true;
+  constructor(
+    readonly kind: Kind,
+    readonly id: string,
+    readonly owner: number,
+    /** For a location event: its vehicle and event time (never changed by its updates; none: the time it is accepted). */
+    readonly location?: { readonly vehicle: string; readonly time: number | undefined },
+  ) {}
+
+  /** The document GET answers by what is known (undefined: 404). */
+  get current(): Json | undefined {
+    const last = this.history[this.history.length - 1];
+    return last?.op === 'put' ? last.doc : undefined;
+  }
+
+  /** The last put applied, deleted since or not. */
+  get lastPut(): Change | undefined {
+    return this.history.findLast((c) => c.op === 'put');
+  }
+
+  /** Kept in the event log (telemetry) rather than the entity store. */
+  get telemetry(): boolean {
+    return this.location !== undefined;
+  }
+}
+
+const STATUSES = ['confirmed', 'inTransit', 'completed', 'cancelled'] as const;
+const EVENT_TYPES = ['locationUpdateEvent', 'associationCreatedEvent', 'updateEvent'] as const;
+const FLEET = 20;
+/** The first vehicles of the fleet have location events without an event time, each written by one writer (of the same number). */
+const CLOCKLESS = 4;
+const WRITERS = 8;
+const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+const pick = <T>(a: readonly T[]): T => a[Math.floor(Math.random() * a.length)]!;
+const coord = (x: number) => Math.round(x * 1e5) / 1e5;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** One request of the stream and what it changes. */
+interface Write {
+  readonly method: 'PUT' | 'DELETE' | 'POST';
+  readonly path: string;
+  readonly body?: string;
+  readonly contentType?: string;
+  readonly changes: ReadonlyArray<readonly [Entity, Change]>;
+}
+
+class Stream {
+  readonly entities = new Map<string, Entity>();
+  readonly fleet: string[] = Array.from({ length: FLEET }, () => randomUUID());
+  /** Event times: a second apart, increasing in the order the events are made, before now. */
+  readonly base = Math.floor(Date.now() / 1000) * 1000 - 6 * 3_600_000;
+  private ticks = 0;
+  private serial = 0;
+  /** Writes acknowledged so far. */
+  acked = 0;
+  /** Set at the kill (and when): writers send nothing more. */
+  killed = false;
+  killedAt = 0;
+  /** Answers that no write of the stream should get. */
+  readonly unexpected: string[] = [];
+
+  entity(kind: Kind, id: string, owner: number, location?: Entity['location']): Entity {
+    const e = new Entity(kind, id, owner, location);
+    this.entities.set(`${kind}/${id}`, e);
+    return e;
+  }
+
+  isClockless(vehicle: string): boolean {
+    const i = this.fleet.indexOf(vehicle);
+    return i >= 0 && i < CLOCKLESS;
+  }
+
+  /** The owner's entities of a kind that are there (by what is known), not in flight. */
+  live(owner: number, kind: Kind, telemetry: boolean): Entity[] {
+    const out: Entity[] = [];
+    for (const e of this.entities.values()) {
+      if (e.owner === owner && e.kind === kind && e.telemetry === telemetry && e.current !== undefined && e.inFlight === undefined)
+        out.push(e);
+    }
+    return out;
+  }
+
+  /**
+   * The order of a vehicle's location events by event time: their event time, then id; for the
+   * clockless vehicles, the order in which their last puts were sent (one writer, one at a time).
+   */
+  byTime(vehicle: string, lastPut: (e: Entity) => Change | undefined): (a: Entity, b: Entity) => number {
+    if (this.isClockless(vehicle)) return (a, b) => lastPut(a)!.seq! - lastPut(b)!.seq!;
+    return (a, b) => a.location!.time! - b.location!.time! || (a.id < b.id ? -1 : 1);
+  }
+
+  /** The newest location event of each vehicle, applied or sent. */
+  newestByVehicle(): Map<string, Entity> {
+    const sent = (x: Entity) => x.inFlight?.change ?? x.lastPut;
+    const newest = new Map<string, Entity>();
+    for (const x of this.entities.values()) {
+      if (x.location === undefined || sent(x) === undefined) continue;
+      const had = newest.get(x.location.vehicle);
+      if (had === undefined || this.byTime(x.location.vehicle, sent)(x, had) > 0) newest.set(x.location.vehicle, x);
+    }
+    return newest;
+  }
+
+  locationEvent(owner: number, vehicle: string): { entity: Entity; doc: Json } {
+    const time = this.isClockless(vehicle) ? undefined : this.base + ++this.ticks * 1000;
+    const entity = this.entity('events', randomUUID(), owner, { vehicle, time });
+    return { entity, doc: this.locationDoc(entity, 52 + Math.random(), 5 + Math.random()) };
+  }
+
+  locationDoc(e: Entity, lat: number, lon: number): Json {
+    const { vehicle, time } = e.location!;
+    return {
+      id: e.id,
+      eventType: 'locationUpdateEvent',
+      lifecycle: 'actual',
+      ...(time === undefined ? {} : { creationDate: new Date(time).toISOString() }),
+      vehicle: ref('vehicle', vehicle),
+      geoReference: { type: 'latLonPointGeoReference', lat: coord(lat), lon: coord(lon) },
+    };
+  }
+
+  /**
+   * The next write of writer `w`: a mix of every kind of change, on its own ids only. Each changes
+   * what it writes to (names numbered across the whole stream, another position, status or
+   * vehicle), so that after a kill GET tells whether a write in flight was applied.
+   */
+  nextWrite(w: number): Write {
+    const n = ++this.serial;
+    const put = (e: Entity, doc: Json): Write => ({
+      method: 'PUT',
+      path: `/api/v5/${e.kind}`,
+      body: JSON.stringify(doc),
+      changes: [[e, { op: 'put', doc }]],
+    });
+    const del = (e: Entity): Write => ({ method: 'DELETE', path: `/api/v5/${e.kind}/${e.id}`, changes: [[e, { op: 'delete' }]] });
+    const r = Math.random();
+    if (r < 0.4) {
+      const vehicle = w < CLOCKLESS && r < 0.1 ? this.fleet[w]! : pick(this.fleet.slice(CLOCKLESS));
+      const { entity, doc } = this.locationEvent(w, vehicle);
+      return put(entity, doc);
+    }
+    if (r < 0.45) {
+      // A correction of one of its location events: same event time, another position.
+      const e = this.live(w, 'events', true);
+      if (e.length > 0) {
+        const target = pick(e);
+        return put(target, this.locationDoc(target, 50 + Math.random(), 3 + Math.random()));
+      }
+    }
+    if (r < 0.5) {
+      // Not the newest of its vehicle: a deletion leaves the vehicle's latest position as it is.
+      const newest = this.newestByVehicle();
+      const e = this.live(w, 'events', true).filter((x) => newest.get(x.location!.vehicle) !== x);
+      if (e.length > 0) return del(pick(e));
+    }
+    const trips = this.live(w, 'trips', false);
+    if (r < 0.62 || trips.length === 0) {
+      const trip = r < 0.56 || trips.length === 0 ? this.entity('trips', randomUUID(), w) : pick(trips);
+      return put(trip, {
+        id: trip.id,
+        entityType: 'trip',
+        name: `trip ${w}-${n}`,
+        status: pick(STATUSES),
+        vehicle: ref('vehicle', pick(this.fleet)),
+      });
+    }
+    if (r < 0.7) {
+      const trip = pick(trips);
+      const vehicle = pick(this.fleet.filter((v) => v !== trip.current!.vehicle?.uuid));
+      const event = this.entity('events', randomUUID(), w);
+      const doc = {
+        id: event.id,
+        eventType: 'associationCreatedEvent',
+        lifecycle: 'actual',
+        entity1: ref('trip', trip.id),
+        entity2: ref('vehicle', vehicle),
+      };
+      return {
+        method: 'PUT',
+        path: '/api/v5/events',
+        body: JSON.stringify(doc),
+        changes: [
+          [event, { op: 'put', doc }],
+          [trip, { op: 'put', doc: { ...trip.current!, vehicle: ref('vehicle', vehicle) } }],
+        ],
+      };
+    }
+    if (r < 0.77) {
+      const trip = pick(trips);
+      const status = pick(STATUSES.filter((s) => s !== trip.current!.status));
+      const event = this.entity('events', randomUUID(), w);
+      const doc = { id: event.id, eventType: 'updateEvent', lifecycle: 'actual', entity: { entityType: 'trip', id: trip.id, status } };
+      return {
+        method: 'PUT',
+        path: '/api/v5/events',
+        body: JSON.stringify(doc),
+        changes: [
+          [event, { op: 'put', doc }],
+          [trip, { op: 'put', doc: { ...trip.current!, status } }],
+        ],
+      };
+    }
+    if (r < 0.82) return del(pick(trips));
+    const vehicles = this.live(w, 'vehicles', false);
+    if (r < 0.95 || vehicles.length === 0) {
+      const v = r < 0.9 || vehicles.length === 0 ? this.entity('vehicles', randomUUID(), w) : pick(vehicles);
+      return put(v, { id: v.id, entityType: 'vehicle', name: `van ${w}-${n}`, licensePlate: `W${w}-${n}` });
+    }
+    return del(pick(vehicles));
+  }
+
+  /** Sends one write; an answer 2xx makes it acknowledged, no answer leaves it in flight. */
+  async send(url: string, write: Write): Promise<'answered' | 'died'> {
+    // The changes of one request are applied together, but for a bulk request's items (independent).
+    const group = {};
+    const sentAt = Date.now();
+    const seq = ++this.serial;
+    for (const [e, change] of write.changes) {
+      Object.assign(change, { seq, sentAt });
+      e.inFlight = { change, group: write.method === 'POST' ? {} : group };
+      e.written = true;
+    }
+    let res: Response;
+    try {
+      res = await fetch(`${url}${write.path}`, {
+        method: write.method,
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': write.contentType ?? 'application/json' },
+        ...(write.body === undefined ? {} : { body: write.body }),
+      });
+    } catch {
+      return 'died'; // no answer: the process died with the write in flight
+    }
+    const answeredAt = Date.now();
+    const text = await res.text().catch(() => '');
+    if (res.status !== 200 && res.status !== 204) {
+      // Not applied if the service said so (4xx); a mistake of the test either way.
+      this.unexpected.push(`${write.method} ${write.path}: ${res.status} ${text.slice(0, 300)}`);
+      if (res.status < 500) for (const [e] of write.changes) e.inFlight = undefined;
+      return 'answered';
+    }
+    if (write.method === 'POST') {
+      const answer = JSON.parse(text) as { accepted: number; rejected: number };
+      if (answer.rejected !== 0) this.unexpected.push(`${write.path}: ${text.slice(0, 300)}`);
+    } else if (write.method === 'PUT') {
+      const doc = write.changes[0]![1].doc;
+      if (!isDeepStrictEqual(JSON.parse(text), doc))
+        this.unexpected.push(`${write.path}: answered ${text.slice(0, 300)}, sent ${write.body}`);
+    }
+    for (const [e, change] of write.changes) {
+      change.answeredAt = answeredAt;
+      e.history.push(change);
+      e.inFlight = undefined;
+    }
+    this.acked += write.method === 'POST' ? write.changes.length : 1;
+    return 'answered';
+  }
+
+  /** Runs writer `w` until the kill. */
+  async writer(url: string, w: number): Promise<void> {
+    for (let n = 0; !this.killed && n < 5_000; n++) if ((await this.send(url, this.nextWrite(w))) === 'died') return;
+  }
+
+  /** A bulk request of `count` location events of the fleet (with their event times), as NDJSON. */
+  bulk(count: number): Write {
+    const changes: Array<readonly [Entity, Change]> = [];
+    for (let i = 0; i < count; i++) {
+      const { entity, doc } = this.locationEvent(-1, this.fleet[CLOCKLESS + (i % (FLEET - CLOCKLESS))]!);
+      changes.push([entity, { op: 'put', doc }]);
+    }
+    return {
+      method: 'POST',
+      path: '/api/v5/bulk/events',
+      contentType: 'application/x-ndjson',
+      body: changes.map(([, c]) => JSON.stringify(c.doc)).join('\n'),
+      changes,
+    };
+  }
+
+  /** Kills the process: writers send nothing more. */
+  kill(r: Running): void {
+    this.killed = true;
+    this.killedAt = Date.now();
+    r.child.kill('SIGKILL');
+  }
+
+  /**
+   * After the restart: finds out, by GET, which writes in flight at the kill were applied, and
+   * checks every id written since the last check against what is known of it (the others were
+   * checked so after their last write, and are again as the items of the lists, which are read as
+   * GET reads). Returns the problems found.
+   */
+  async resolve(url: string): Promise<string[]> {
+    const problems: string[] = [];
+    const answers = new Map<Entity, Json | undefined>();
+    await pool(
+      [...this.entities.values()].filter((e) => e.written),
+      16,
+      async (e) => {
+        e.written = false;
+        const res = await fetch(`${url}/api/v5/${e.kind}/${e.id}`, { headers });
+        if (res.status === 200) answers.set(e, (await res.json()) as Json);
+        else if (res.status === 404) answers.set(e, undefined);
+        else problems.push(`GET ${e.kind}/${e.id}: ${res.status} ${await res.text()}`);
+      },
+    );
+    const applied = new Map<object, boolean[]>();
+    for (const e of this.entities.values()) {
+      if (!answers.has(e)) continue;
+      const got = answers.get(e);
+      const f = e.inFlight;
+      if (f !== undefined) {
+        e.inFlight = undefined;
+        const landed = isDeepStrictEqual(got, f.change.op === 'put' ? f.change.doc : undefined);
+        if (landed) e.history.push(Object.assign(f.change, { answeredAt: this.killedAt }));
+        applied.set(f.group, [...(applied.get(f.group) ?? []), landed]);
+      }
+      if (!isDeepStrictEqual(got, e.current)) {
+        const want = e.current === undefined ? '404' : JSON.stringify(e.current);
+        problems.push(`GET ${e.kind}/${e.id}: ${got === undefined ? '404' : JSON.stringify(got)}, expected ${want}`);
+      }
+    }
+    for (const landed of applied.values()) {
+      if (landed.some((x) => x) && landed.some((x) => !x))
+        problems.push(`a write in flight was applied in part: ${JSON.stringify(landed)}`);
+    }
+    return problems;
+  }
+
+  /** Checks lists, filters, the change feed, positions and tracks against the documents. Returns the problems found. */
+  async check(url: string): Promise<string[]> {
+    const problems: string[] = [];
+    const all = [...this.entities.values()];
+    const there = (kind: Kind, test: (doc: Json) => boolean = () => true) =>
+      new Set(all.filter((e) => e.kind === kind && e.current !== undefined && test(e.current)).map((e) => e.id));
+    const read = async (path: string): Promise<Json | undefined> => {
+      const res = await fetch(`${url}${path}`, { headers });
+      if (res.status === 200) return (await res.json()) as Json;
+      problems.push(`${path}: ${res.status} ${await res.text()}`);
+      return undefined;
+    };
+
+    // Lists: every page, exactly the documents GET finds, each once and as GET answers it; filters as
+    // the documents say.
+    const lists: Array<[string, Set<string>]> = [
+      ['/api/v5/vehicles?limit=73', there('vehicles')],
+      ['/api/v5/trips?limit=73', there('trips')],
+      ['/api/v5/events?limit=250', there('events')],
+      ...STATUSES.map((s): [string, Set<string>] => [`/api/v5/trips?status=${s}&limit=41`, there('trips', (d) => d.status === s)]),
+      ...this.fleet.map((v): [string, Set<string>] => [
+        `/api/v5/trips?vehicle=${v}&limit=17`,
+        there('trips', (d) => d.vehicle?.uuid === v),
+      ]),
+      ...this.fleet.map((v): [string, Set<string>] => [
+        `/api/v5/events?vehicle=${v}&limit=90`,
+        there('events', (d) => d.vehicle?.uuid === v),
+      ]),
+      ...EVENT_TYPES.map((t): [string, Set<string>] => [
+        `/api/v5/events?eventType=${t}&limit=200`,
+        there('events', (d) => d.eventType === t),
+      ]),
+    ];
+    await pool(lists, 4, async ([first, want]) => {
+      const kind = /^\/api\/v5\/(\w+)\?/.exec(first)![1]!;
+      const seen = new Set<string>();
+      for (let next: string | null = first, pages = 0; next !== null; pages++) {
+        const page = pages > 2_000 ? undefined : await read(next);
+        if (page === undefined) break;
+        for (const item of page.items as Json[]) {
+          const id = item.id as string;
+          if (seen.has(id)) problems.push(`${first}: ${id} twice`);
+          else if (!want.has(id)) problems.push(`${first}: ${id}, which GET does not find or which does not match`);
+          else if (!isDeepStrictEqual(item, this.entities.get(`${kind}/${id}`)!.current))
+            problems.push(`${first}: ${JSON.stringify(item)}, expected ${JSON.stringify(this.entities.get(`${kind}/${id}`)!.current)}`);
+          seen.add(id);
+        }
+        next = page.next as string | null;
+      }
+      for (const id of want) if (!seen.has(id)) problems.push(`${first}: ${id} missing`);
+    });
+
+    // The change feed from its start: every acknowledged change of an id in the order made, and its
+    // last change as GET answers the id; no id GET does not know, unless deleted later.
+    const feed = new Map<string, Json[]>();
+    for (let next = '/api/v5/changes?limit=1000'; ;) {
+      const page = await read(next);
+      if (page === undefined || page.items.length === 0) break;
+      for (const item of page.items as Json[]) {
+        const k = `${item.kind}/${item.id}`;
+        feed.set(k, [...(feed.get(k) ?? []), item]);
+      }
+      next = page.next as string;
+    }
+    for (const k of feed.keys()) if (!this.entities.has(k)) problems.push(`feed: ${k}, never written`);
+    /** Where each change applied is in the feed. */
+    const cursorOf = new Map<Change, number>();
+    for (const e of all) {
+      const entries = feed.get(`${e.kind}/${e.id}`) ?? [];
+      // The entity store's puts carry the document written; the event log's are read as stored now.
+      const same = (entry: Json, c: Change) =>
+        entry.op === c.op && (c.op === 'delete' || e.telemetry || isDeepStrictEqual(entry.document, c.doc));
+      let at = 0;
+      for (const c of e.history) {
+        while (at < entries.length && !same(entries[at]!, c)) at++;
+        if (at === entries.length) {
+          problems.push(
+            `feed: ${e.kind}/${e.id}: ${c.op} ${JSON.stringify(c.doc ?? '')} missing or out of order in ${JSON.stringify(entries)}`,
+          );
+          break;
+        }
+        cursorOf.set(c, Number(entries[at]!.cursor));
+        at++;
+      }
+      const last = entries[entries.length - 1];
+      if (last === undefined) continue;
+      if ((last.op === 'put') !== (e.current !== undefined)) {
+        problems.push(`feed: ${e.kind}/${e.id} ends with a ${last.op}, but GET ${e.current === undefined ? 'does not find it' : 'does'}`);
+      } else if (last.op === 'put' && !isDeepStrictEqual(last.document, e.current)) {
+        problems.push(`feed: ${e.kind}/${e.id} ends with ${JSON.stringify(last.document)}, GET answers ${JSON.stringify(e.current)}`);
+      }
+    }
+
+    // Across ids, the writes of one writer to the entity store are in the feed in the order they were
+    // answered: a unit commits, feed numbers given inside, before its answer. (The event log's feed
+    // entries are given when its index commits, up to 50 ms after the answer, or at the next start
+    // for those a kill cut off: for them only the order of each id's own changes holds.)
+    const byWriter = new Map<number, Map<number, number[]>>();
+    for (const e of all) {
+      if (e.telemetry) continue;
+      for (const c of e.history) {
+        const cursor = cursorOf.get(c);
+        if (cursor === undefined) continue;
+        const writes = byWriter.get(e.owner) ?? new Map<number, number[]>();
+        byWriter.set(e.owner, writes.set(c.seq!, [...(writes.get(c.seq!) ?? []), cursor]));
+      }
+    }
+    for (const [owner, writes] of byWriter) {
+      let before = 0;
+      for (const [seq, cursors] of [...writes].sort((a, b) => a[0] - b[0])) {
+        if (Math.min(...cursors) < before) problems.push(`feed: writer ${owner}'s write ${seq} at ${cursors.join(',')}, before ${before}`);
+        before = Math.max(before, ...cursors);
+      }
+    }
+
+    // When a location event happened: its creationDate, else when its last version was accepted.
+    const timeOk = (e: Entity, time: string) => {
+      const put = e.lastPut!;
+      if (e.location!.time !== undefined) return time === put.doc!.creationDate;
+      const t = Date.parse(time);
+      return t >= put.sentAt! && t <= put.answeredAt!;
+    };
+
+    // Latest positions: each vehicle's newest location event by event time (a deletion leaves it).
+    const positions = new Map((((await read('/api/v5/vehicles/positions'))?.items ?? []) as Json[]).map((p) => [p.vehicle as string, p]));
+    for (const p of positions.keys()) if (!this.fleet.includes(p)) problems.push(`positions: ${p}, not a vehicle of the fleet`);
+    for (const vehicle of this.fleet) {
+      const events = all
+        .filter((e) => e.location?.vehicle === vehicle && e.lastPut !== undefined)
+        .sort(this.byTime(vehicle, (e) => e.lastPut));
+      const newest = events[events.length - 1];
+      const p = positions.get(vehicle);
+      if (newest === undefined) {
+        if (p !== undefined) problems.push(`positions: ${vehicle} at ${JSON.stringify(p)}, but it has no location event`);
+        continue;
+      }
+      const doc = newest.lastPut!.doc!;
+      const want = { eventId: newest.id, lat: doc.geoReference.lat, lon: doc.geoReference.lon };
+      const got = p && { eventId: p.eventId, lat: p.lat, lon: p.lon };
+      if (!isDeepStrictEqual(got, want) || !timeOk(newest, p!.time)) {
+        problems.push(`positions: ${vehicle} at ${JSON.stringify(p)}, expected ${JSON.stringify(doc)} (${JSON.stringify(newest.lastPut)})`);
+      }
+    }
+
+    // Tracks: every location event of the vehicle GET finds, in event time order, as GET answers it;
+    // for the clockless vehicles also when each happened (CSV).
+    const window = `from=${new Date(this.base).toISOString()}&to=${new Date(this.base + 12 * 3_600_000).toISOString()}`;
+    await pool(this.fleet, 4, async (vehicle) => {
+      const want = all
+        .filter((e) => e.location?.vehicle === vehicle && e.current !== undefined)
+        .sort(this.byTime(vehicle, (e) => e.lastPut));
+      const res = await fetch(`${url}/api/v5/vehicles/${vehicle}/track?${window}&format=ndjson`, { headers });
+      const got = (await res.text())
+        .split('\n')
+        .filter((l) => l !== '')
+        .map((l) => JSON.parse(l) as Json);
+      if (got.length !== want.length || got.some((d, i) => !isDeepStrictEqual(d, want[i]!.current))) {
+        problems.push(`track of ${vehicle}: ${got.map((d) => d.id as string).join(' ')}, expected ${want.map((e) => e.id).join(' ')}`);
+      }
+      if (!this.isClockless(vehicle)) return;
+      const csv = await (await fetch(`${url}/api/v5/vehicles/${vehicle}/track?${window}&format=csv`, { headers })).text();
+      const rows = csv
+        .trim()
+        .split(/\r?\n/)
+        .slice(1)
+        .map((l) => l.split(','));
+      rows.forEach((row, i) => {
+        const e = want[i];
+        if (e === undefined || row[5] !== e.id || !timeOk(e, row[0]!)) {
+          problems.push(
+            `track of ${vehicle}: ${row.join(',')} at ${i}, expected ${e?.id} (${e?.lastPut?.sentAt}-${e?.lastPut?.answeredAt} ${new Date(e?.lastPut?.sentAt ?? 0).toISOString()} killed ${this.killedAt})`,
+          );
+        }
+      });
+    });
+    return problems;
+  }
+}
+
+/** Runs `fn` on every item, `n` at a time. */
+async function pool<T>(items: readonly T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let i = 0;
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (i < items.length) await fn(items[i++]!);
+    }),
+  );
+}
+
+/** The fleet's vehicles, PUT before the stream starts. */
+async function putFleet(s: Stream, url: string): Promise<void> {
+  for (const [i, id] of s.fleet.entries()) {
+    const doc = { id, entityType: 'vehicle', name: `truck ${i}`, licensePlate: `FL-${i}` };
+    await s.send(url, {
+      method: 'PUT',
+      path: '/api/v5/vehicles',
+      body: JSON.stringify(doc),
+      changes: [[s.entity('vehicles', id, -1), { op: 'put', doc }]],
+    });
+  }
+}
+
+/** After `s.kill`: waits for the writers, starts the service again on the same folder and checks everything. */
+async function restartAndCheck(s: Stream, r: Running, writers: Promise<void>[], dataDir: string): Promise<Running> {
+  await Promise.all(writers);
+  await stop(r);
+  const next = await startServe(env(dataDir));
+  running.push(next);
+  const problems = [...(await s.resolve(next.url)), ...(await s.check(next.url))];
+  expect(s.unexpected).toEqual([]);
+  expect(problems.slice(0, 20)).toEqual([]);
+  s.killed = false;
+  return next;
+}
+
+describe('kill -9 in the middle of a stream of writes', () => {
+  it('then the lists, feed, tracks and positions agree with the documents', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-crash-'));
+    dirs.push(dataDir);
+    const s = new Stream();
+    let r = await startServe(env(dataDir));
+    running.push(r);
+    await putFleet(s, r.url);
+    // Three kills on the same folder, each after another number of acknowledged writes.
+    for (const threshold of [250, 400, 150]) {
+      const from = s.acked;
+      const writers = Array.from({ length: WRITERS }, (_, w) => s.writer(r.url, w));
+      let stopped = false; // the writers gave up (which the checks then show)
+      void Promise.all(writers).finally(() => (stopped = true));
+      while (s.acked - from < threshold && !stopped) await sleep(2);
+      s.kill(r);
+      r = await restartAndCheck(s, r, writers, dataDir);
+    }
+    await stop(r);
+  }, 90_000);
+
+  it('right after a bulk request was answered, while the event index is behind it', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-crash-'));
+    dirs.push(dataDir);
+    const s = new Stream();
+    let r = await startServe(env(dataDir));
+    running.push(r);
+    await putFleet(s, r.url);
+    // The index commit follows a write by ~50 ms, in chunks of 1,000 changes (index-writer.ts):
+    // killed at once (none of the bulk indexed), then a little later (in the middle of its chunks),
+    // with other writes going on.
+    for (const delay of [0, 45, 60]) {
+      const writers = Array.from({ length: 4 }, (_, w) => s.writer(r.url, w));
+      await sleep(100);
+      expect(await s.send(r.url, s.bulk(1_000))).toBe('answered');
+      expect(await s.send(r.url, s.bulk(3_000))).toBe('answered');
+      if (delay > 0) await sleep(delay);
+      s.kill(r);
+      r = await restartAndCheck(s, r, writers, dataDir);
+    }
+    await stop(r);
+  }, 90_000);
 });
 
 describe('a generated token', () => {

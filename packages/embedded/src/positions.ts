@@ -1,7 +1,9 @@
 /**
  * Latest positions of vehicles in LMDB: `positions` holds `tenant|vehicle` -> the LatestPosition
- * (JSON). A fix replaces the stored one only when newer: a later event time, then the later event
- * key on a tie; so fixes may arrive in any order, and twice, and the same one is kept.
+ * (JSON). A fix replaces the stored one only when not older: a later event time, then the later
+ * event key on a tie, or the same event again; so fixes of other events may arrive in any order,
+ * and twice, and the newest is kept, while a later version of the newest event (a correction of its
+ * position, PUT with the same id and time) replaces it, as it replaces the event's document.
  *
  * Reads of a tenant's positions (the map polls them, for thousands of vehicles) are answered from
  * an in-process copy of the tenant's, made on its first read and kept exact after that: this
@@ -21,9 +23,15 @@ const TENANTS_CACHED = 64;
 
 export type Fix = LatestPosition & { readonly tenant: string };
 
-/** Whether fix `a` is newer than `b`: a later event time, then the later event key. */
+/**
+ * Whether fix `a` replaces `b`: a later event time, then the later event key, or the same event.
+ * The same event must replace (`>=`, not `>`): its fixes are offered in the order its versions were
+ * written (the event log's order, at ingest and in the replay at start), so the last one offered is
+ * its version GET answers; with `>` the position kept the first version's lat/lon for good, unlike
+ * the event, its track point and the distributed store (redis/positions.ts compares the same way).
+ */
 export const isNewerFix = (a: LatestPosition, b: LatestPosition): boolean =>
-  a.time > b.time || (a.time === b.time && a.eventKey > b.eventKey);
+  a.time > b.time || (a.time === b.time && a.eventKey >= b.eventKey);
 
 const positionKey = (tenant: string, vehicle: string) => `${tenant}${SEP}${vehicle}`;
 

@@ -80,4 +80,22 @@ describe('latest positions (embedded)', () => {
     expect(first.map((x) => x.time)).toEqual([10, 10]); // an answer given is never changed afterwards
     expect(p.positions('other').map((x) => x.vehicle)).toEqual(['c']);
   });
+
+  it('takes a later version of the newest event (its position corrected: same time, same id), as the event store does', async () => {
+    const p = openPositions();
+    expect(p.positions('t')).toEqual([]);
+    await offer(p, [fix('a', 10, 'e1'), fix('a', 20, 'e2')]);
+    await offer(p, [{ ...fix('a', 20, 'e2'), lat: 51 }]);
+    expect(p.positions('t').map((x) => [x.eventKey, x.lat])).toEqual([['e2', 51]]);
+    // Two versions in one offer: the last one offered, as the log holds them.
+    await offer(p, [
+      { ...fix('a', 20, 'e2'), lat: 50 },
+      { ...fix('a', 20, 'e2'), lat: 49 },
+    ]);
+    expect(p.positions('t').map((x) => [x.eventKey, x.lat])).toEqual([['e2', 49]]);
+    expect(p.readStored('t').map((x) => [x.eventKey, x.lat])).toEqual([['e2', 49]]);
+    // A correction of an older event does not move the vehicle back.
+    await offer(p, [{ ...fix('a', 10, 'e1'), lat: 48 }]);
+    expect(p.readStored('t').map((x) => [x.eventKey, x.lat])).toEqual([['e2', 49]]);
+  });
 });

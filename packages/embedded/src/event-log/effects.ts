@@ -4,8 +4,8 @@
  * included: a replay from the checkpoint (recovery.ts) writes it again for the records it replays.
  *
  * Lists and tracks. An event is listed at its event time (event-facts.ts `eventTimeMs`:
- * `creationDate`, else `lastModified`, else when it was accepted; for a record replayed at start,
- * which does not carry that, the time of the replay), and only its latest put counts: a later put
+ * `creationDate`, else `lastModified`, else when it was accepted, which the record of such a put
+ * keeps for the replay at start: record.ts, operation 3), and only its latest put counts: a later put
  * with another time or vehicle moves it, a delete removes it. Event time rather than the time of
  * the change, unlike the entity store's lists (whose events, update and association events, stay
  * at the time of their unit): so one entry serves both a vehicle's list and its track, which is in
@@ -285,7 +285,8 @@ export class EventEffects {
       newest ??= new Map();
       const k = `${c.tenant}${SEP}${c.vehicle}`;
       const had = newest.get(k);
-      if (had === undefined || c.time > had.time || (c.time === had.time && c.key > had.key)) newest.set(k, c);
+      // Not older, as positions.ts `isNewerFix`: a later version of the same event replaces the earlier.
+      if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(k, c);
     }
     if (seq === undefined) return [];
     seq.save();

@@ -27,7 +27,7 @@ import type { KindSegment } from '@otm/model';
 import { putChange, type EventChange, type EventEffects } from './effects.js';
 import { CHECKPOINT, decodePos, encodePos } from './index-writer.js';
 import { eventLogBytes } from './metrics.js';
-import { HEADER, OP_DELETE, OP_PUT, readRecordSync } from './record.js';
+import { HEADER, OP_DELETE, acceptedAtOf, docStart, isPut, readRecordSync } from './record.js';
 import { GONE, SEGMENT_NAME, genKey, movingKey, segmentName, type SegmentFiles } from './segments.js';
 
 export interface RecoveryContext {
@@ -171,12 +171,13 @@ function rollForward(ctx: RecoveryContext, n: number, from: number, to: number):
       if (typeof body === 'string')
         throw damaged(`event log ${name}: ${body} at byte ${at} of ${size} in a compacted segment; the log is damaged`);
       const kb = body.readUInt16LE(1);
-      if (body[0] === OP_PUT) {
+      if (isPut(body[0])) {
         const k = body.toString('utf8', 3, 3 + kb);
         const raw = index.get(k);
         const pos = raw === undefined ? undefined : decodePos(raw);
         if (pos !== undefined && pos.seg === n && pos.gen === from) {
-          batch.push([k, encodePos({ seg: n, gen: to, off: at + HEADER + 3 + kb, len: body.length - 3 - kb })]);
+          const doc = docStart(body[0], kb);
+          batch.push([k, encodePos({ seg: n, gen: to, off: at + HEADER + doc, len: body.length - doc })]);
           moved++;
           if (batch.length >= 10_000) apply();
         }
@@ -223,8 +224,9 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     });
     effects.committed(stored);
   };
-  // Replayed records do not carry the time they were accepted: one without an event time of its
-  // own is listed at the replay's.
+  // A put listed at the time it was accepted (no event time of its own) carries that time in its
+  // record (record.ts, operation 3), and is listed there again. Only a record written before
+  // records carried it has none: it is listed at the time of the replay.
   const now = Date.now();
   const head = Buffer.allocUnsafe(HEADER);
   const name = segmentName(n, segments.genOf(n));
@@ -245,13 +247,13 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     const len = body.length;
     const kb = body.readUInt16LE(1);
     const k = body.toString('utf8', 3, 3 + kb);
-    if (body[0] === OP_PUT) {
-      const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + 3 + kb, len: len - 3 - kb });
+    if (isPut(body[0])) {
+      const doc = docStart(body[0], kb);
+      const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + doc, len: len - doc });
       batch.push(() => index.putSync(k, value));
       const { tenant, kind, key } = partsOf(k);
-      changes.push(
-        putChange(tenant, kind, key, Number(k.slice(k.lastIndexOf('|') + 1)), now, undefined, () => body.toString('utf8', 3 + kb)),
-      );
+      const rank = Number(k.slice(k.lastIndexOf('|') + 1));
+      changes.push(putChange(tenant, kind, key, rank, acceptedAtOf(body, kb) ?? now, undefined, () => body.toString('utf8', doc)));
     } else if (body[0] === OP_DELETE) {
       batch.push(() => RANKS_DOWN.forEach((r) => index.removeSync(k + r)));
       changes.push({ op: 'delete', ...partsOf(k) });

@@ -184,12 +184,19 @@ export class LogEventStore implements EventStore {
     if (this.closed) return Promise.reject(new AdapterError('event-log', 'event store closed', { retryable: true }));
     let encoded: { buf: Buffer; ops: IndexOp[] };
     try {
-      encoded = encodeRecords(writes);
       const now = Date.now();
+      const changes: EventChange[] = [];
+      // A put listed at the time it was accepted (no event time of its own) keeps that time in its
+      // record, so that a replay at start lists it there too (record.ts, operation 3).
+      let acceptedAt: Array<number | undefined> | undefined;
       writes.forEach((w, i) => {
-        const op = encoded.ops[i]!;
-        op.change = changeOf(w, now);
+        const at = w.op === 'put' ? (w.doc.stamp?.acceptedAt ?? now) : now;
+        const c = changeOf(w, at);
+        changes.push(c);
+        if (c.op === 'put' && c.time === at) (acceptedAt ??= [])[i] = at;
       });
+      encoded = encodeRecords(writes, acceptedAt);
+      encoded.ops.forEach((op, i) => (op.change = changes[i]));
     } catch (e) {
       return Promise.reject(e);
     }
@@ -242,18 +249,11 @@ export class LogEventStore implements EventStore {
 
 /**
  * What the index commit records of a write besides its entry (effects.ts), the document parsed for
- * it once, here, unless its value is at hand (a bulk write's events come as text only).
+ * it once, here, unless its value is at hand (a bulk write's events come as text only). `acceptedAt`:
+ * when the put was accepted, its time when its document has none.
  */
-function changeOf(w: DocumentWrite, now: number): EventChange {
+function changeOf(w: DocumentWrite, acceptedAt: number): EventChange {
   if (w.op === 'delete') return { op: 'delete', tenant: w.tenant, kind: w.kind, key: w.key };
   const d = w.doc;
-  return putChange(
-    w.tenant,
-    d.kind,
-    d.key,
-    d.lifecycleRank,
-    d.stamp?.acceptedAt ?? now,
-    d.value,
-    () => d.bytes?.toString('utf8') ?? d.json,
-  );
+  return putChange(w.tenant, d.kind, d.key, d.lifecycleRank, acceptedAt, d.value, () => d.bytes?.toString('utf8') ?? d.json);
 }

@@ -62,6 +62,23 @@ describe('event log compaction', () => {
     await afterRestartAndRebuild(s, dir, expected);
   });
 
+  it('moves records of both forms, with and without the acceptance time (record.ts), to the right place of their documents', async () => {
+    const dir = tmp();
+    const s = openAt(dir, small);
+    // Even ones with an event time of their own (plain puts), odd ones without (their records keep the acceptance time).
+    const mixed = (i: number, v = 0) =>
+      i % 2 === 0 ? JSON.stringify({ id: `e${i}`, creationDate: '2026-01-01T00:00:00Z', v, pad: 'p'.repeat(80) }) : fixed(i, v);
+    for (let i = 0; i < 60; i += 10) await s.events.write(Array.from({ length: 10 }, (_, j) => put(`e${i + j}`, mixed(i + j))));
+    await s.events.write(Array.from({ length: 40 }, (_, j) => put(`e${j}`, mixed(j, 1))));
+    const expected = async (store: EmbeddedStores) => {
+      for (let i = 0; i < 60; i++) expect(await read(store, `e${i}`)).toBe(mixed(i, i < 40 ? 1 : 0));
+    };
+    const r = await s.events.compact();
+    expect(r.compacted.length + r.removed.length).toBeGreaterThan(0);
+    await expected(s);
+    await afterRestartAndRebuild(s, dir, expected);
+  });
+
   it('keeps a deletion while an older segment holds the event it deletes, so that a rebuild does not bring the event back', async () => {
     const dir = tmp();
     const s = openAt(dir, small);

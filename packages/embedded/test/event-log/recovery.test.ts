@@ -41,7 +41,9 @@ describe('event log recovery', () => {
     await closeIt(s);
     const file = lastSegment(dir);
     const size = fs.statSync(file).size;
-    const bRecord = 8 + 3 + Buffer.byteLength('t|events|b|0') + Buffer.byteLength(doc(2));
+    // Header, operation and key length, key, the time it was accepted (its document has no event
+    // time of its own: record.ts), document.
+    const bRecord = 8 + 3 + Buffer.byteLength('t|events|b|0') + 8 + Buffer.byteLength(doc(2));
     // Clear the index so that both records are replayed, then damage the last byte of 'b'.
     await clearIndex(dir);
     const fd = fs.openSync(file, 'r+');
