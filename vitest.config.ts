@@ -27,6 +27,7 @@ const INTEGRATION = [
   'test/hostile/nginx.test.ts',
   'packages/distributed/test/clickhouse/store.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
+  'packages/distributed/test/kafka/idempotence.test.ts',
   'packages/distributed/test/redis/store.test.ts',
 ];
 const INTEGRATION_TESTS = INTEGRATION.map((p) => (p.endsWith('/') ? `${p}**/*.test.ts` : p));

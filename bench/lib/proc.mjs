@@ -67,6 +67,6 @@ export const clusterPids = (cluster) => ({
   worker: cluster.processes.get('worker').child.pid,
   query: cluster.processes.get('query').child.pid,
   ClickHouse: cluster.clickhouse.pid,
-  'Kafka mock': cluster.kafka.pid,
+  'Kafka broker': cluster.kafka.pid,
   Redis: cluster.redis.pid,
 });

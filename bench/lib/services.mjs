@@ -35,7 +35,7 @@ export async function startEmbedded(ctx, extraEnv = {}, profDir) {
 }
 
 /**
- * A fresh test cluster (Kafka mock with 16 partitions a topic, ClickHouse 18.16, Redis, `otm
+ * A fresh test cluster (Apache Kafka, one KRaft node, topics made by `otm migrate`; ClickHouse 18.16, Redis, `otm
  * ingress`, `otm worker`, `otm query`), once a write has gone through it. Resolves
  * { cluster, ingress, query } (the URLs of the ingress and query processes); close it with
  * `cluster.close()`.
@@ -43,14 +43,13 @@ export async function startEmbedded(ctx, extraEnv = {}, profDir) {
 export async function startDistributed(ctx) {
   const { startCluster } = await import('../../test/distributed/cluster.ts');
   const t0 = Date.now();
-  // The cluster's default partition count (16): the Kafka mock keeps only ~5 MB per partition.
   const cluster = await startCluster({ env: ctx.serviceEnv });
   const ingress = cluster.processes.get('ingress').url;
   const query = cluster.processes.get('query').url;
   log(
     `    cluster up in ${fmt((Date.now() - t0) / 1000)} s: ingress ${ingress}, query ${query}, worker ${cluster.processes.get('worker').url}`,
   );
-  // The first consumer-group join on the mock takes ~3 s: wait until a write is visible.
+  // Wait until a write is visible: the workers have joined their groups.
   const id = idMaker().next();
   const put = await request(`${ingress}/api/v5/vehicles`, { method: 'PUT', token: DIST_TOKEN, body: vehicleDoc(id, 0) });
   if (put.status !== 200) {

@@ -1,6 +1,6 @@
 /**
- * Group `distributed`: `otm ingress`, `otm worker` and `otm query` on the test Kafka (librdkafka's
- * mock), Redis and ClickHouse 18.16, all on this machine's cores, against the fastify echo: PUT of
+ * Group `distributed`: `otm ingress`, `otm worker` and `otm query` on the test Kafka (Apache
+ * Kafka, one KRaft node), Redis and ClickHouse 18.16, all on this machine's cores, against the fastify echo: PUT of
  * location events to the ingress (answered after Kafka acks=-1) and GET of a trip from the query
  * process, each on a fresh cluster. The load goes straight to the ingress or query process.
  *
@@ -19,7 +19,7 @@ import { fmt, log, request, sleep } from '../lib/util.mjs';
 
 export async function distributed(ctx) {
   const { cfg, base } = ctx;
-  log('\n== distributed: otm ingress + otm worker + otm query on Kafka (librdkafka mock), Redis, ClickHouse 18.16');
+  log('\n== distributed: otm ingress + otm worker + otm query on Kafka (Apache Kafka, one KRaft node), Redis, ClickHouse 18.16');
   // A fresh cluster for each part, so that one part's backlog (events not yet in ClickHouse) does
   // not slow the next.
   let { cluster, ingress, query } = await startDistributed(ctx);
@@ -50,7 +50,7 @@ export async function distributed(ctx) {
         scenario,
         RETIRED,
         b,
-        `; straight to the ingress process; workers, Kafka mock, Redis, ClickHouse on the same 2 cores; ${cpu} (the backlog the workers and ClickHouse work off after the run not counted)`,
+        `; straight to the ingress process; workers, the Kafka broker, Redis, ClickHouse on the same 2 cores; ${cpu} (the backlog the workers and ClickHouse work off after the run not counted)`,
       );
       await recordPutCpu(ctx, scenario, b, rows, rowsBefore);
     } finally {

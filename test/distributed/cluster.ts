@@ -1,6 +1,7 @@
 /**
- * The distributed deployment as separate processes on loopback, for tests: a Kafka mock cluster,
- * ClickHouse 18.16 and a private Redis (started by test/infra/services.ts), `otm migrate`, then
+ * The distributed deployment as separate processes on loopback, for tests: a Kafka broker (the
+ * version docker-compose.yml pins), ClickHouse 18.16 and a private Redis (started by
+ * test/infra/services.ts), `otm migrate` (the ClickHouse tables and the Kafka topics), then
  * `otm ingress`, `otm query` and `otm worker` as child processes, and a small router in front that
  * sends GET and HEAD to the query process and everything else to the ingress, so that a client has
  * one base URL as it would behind a gateway.
@@ -10,7 +11,15 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { TOPICS } from '@otm/core';
-import { startClickHouse, startKafka, startRedis, type KafkaService, type RedisService, type UrlService } from '../infra/services.js';
+import {
+  startClickHouse,
+  startKafka,
+  startRedis,
+  type KafkaService,
+  type KafkaStartOptions,
+  type RedisService,
+  type UrlService,
+} from '../infra/services.js';
 import { OTM_BIN, startOtm, stop, type Running } from '../process.js';
 
 const run = promisify(execFile);
@@ -30,15 +39,42 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
+/**
+ * Starts the deployment. The topics are created by `otm migrate`, as in production, with the
+ * broker's auto-create off, so that a topic migrate misses fails the tests; with `partitions`
+ * they are created beforehand with that many partitions each (migrate then leaves them).
+ * `kafka` passes options to startKafka (e.g. `proxied` for a fault-injecting proxy).
+ */
 export async function startCluster(
-  opts: { partitions?: number; logLevel?: string; tokens?: string; env?: Record<string, string> } = {},
+  opts: {
+    partitions?: number;
+    logLevel?: string;
+    tokens?: string;
+    env?: Record<string, string>;
+    kafka?: Omit<KafkaStartOptions, 'topics' | 'autoCreateTopics'>;
+  } = {},
 ): Promise<Cluster> {
-  // The librdkafka mock keeps only about 5 MB per partition (older record batches are dropped,
-  // and a consumer behind them skips ahead): spread load over enough partitions.
-  const partitions = opts.partitions ?? 16;
-  const kafka = await startKafka({ topics: { [TOPICS.entities]: partitions, [TOPICS.telemetry]: partitions, [TOPICS.deadLetter]: 1 } });
-  const clickhouse = await startClickHouse();
-  const redis = await startRedis({ own: true });
+  const p = opts.partitions;
+  // All three at once (the broker's JVM takes the longest); if one fails, the others are stopped.
+  const started = await Promise.allSettled([
+    startKafka({
+      ...opts.kafka,
+      autoCreateTopics: false,
+      ...(p === undefined ? {} : { topics: { [TOPICS.entities]: p, [TOPICS.telemetry]: p, [TOPICS.deadLetter]: 1 } }),
+    }),
+    startClickHouse(),
+    startRedis({ own: true }),
+  ] as const);
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(started.flatMap((r) => (r.status === 'fulfilled' ? [r.value.stop()] : [])));
+    throw failed.reason;
+  }
+  const [kafka, clickhouse, redis] = started.map((r) => (r as PromiseFulfilledResult<unknown>).value) as [
+    KafkaService,
+    UrlService,
+    RedisService,
+  ];
   const env: Record<string, string> = {
     OTM_BUS: 'kafka',
     KAFKA_BROKERS: kafka.brokers.join(','),
@@ -48,8 +84,8 @@ export async function startCluster(
     CLICKHOUSE_URL: clickhouse.url,
     OTM_TOKENS: opts.tokens ?? TOKENS,
     LOG_LEVEL: opts.logLevel ?? 'warn',
-    // The mock cluster's group protocol: fast timings (test/infra/README.md, "Quirks": a rejoin takes
-    // about the session timeout less a second).
+    // Fast group timings: a worker that died is noticed and a rebalance is over within seconds
+    // (the test broker accepts session timeouts from 1 s).
     KAFKA_SESSION_TIMEOUT_MS: '3000',
     KAFKA_HEARTBEAT_MS: '500',
     KAFKA_REBALANCE_TIMEOUT_MS: '3000',
@@ -75,7 +111,12 @@ export async function startCluster(
       r.pipe(res);
     });
     up.on('error', () => {
-      res.writeHead(502).end();
+      if (!res.headersSent) res.writeHead(502).end();
+      else res.destroy();
+    });
+    // A client that goes away (a stream it closes) closes the upstream request too, as a proxy does.
+    res.on('close', () => {
+      if (!res.writableFinished) up.destroy();
     });
     req.pipe(up);
   });

@@ -2,8 +2,9 @@
  * Real Kafka, ClickHouse, Redis and nginx for integration tests, started on loopback by the tests
  * themselves (no Docker). See test/infra/README.md for the packages, env vars and quirks.
  *
- *   Kafka:      librdkafka's mock cluster, via the small C program kafka-mock.c (compiled once
- *               with gcc into node_modules/.cache/otm-test/).
+ *   Kafka:      Apache Kafka's broker at the version docker-compose.yml pins, one KRaft node
+ *               (broker and controller) on Java; its jars fetched once from Maven Central into
+ *               node_modules/.cache/otm-test/kafka-<version>/ (mvn, ~/.m2).
  *   ClickHouse: Debian's clickhouse-server 18.16 with a private config, data folder and ports;
  *               or the server named by CLICKHOUSE_URL.
  *   Redis:      REDIS_URL; else the Redis on 127.0.0.1:6379; else a private redis-server.
@@ -14,30 +15,44 @@
  * (and, through PR_SET_PDEATHSIG, when it dies without running its exit handlers).
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Kafka, logLevel as KafkaLogLevel } from 'kafkajs';
 
 export type ServiceName = 'kafka' | 'clickhouse' | 'redis' | 'nginx';
 
 export interface KafkaService {
-  /** Bootstrap servers, `127.0.0.1:port` each (one per mock broker). */
+  /** Bootstrap servers: `127.0.0.1:port` of the one broker. */
   readonly brokers: string[];
-  /** The mock cluster's process (for diagnostics that read its CPU time from /proc). */
+  /** The Kafka version running (docker-compose.yml's). */
+  readonly version: string;
+  /** The broker's JVM (for diagnostics that read its CPU time from /proc). Changes on restart(). */
   readonly pid: number;
-  /** SIGTERM, wait for the mock to exit (SIGKILL after 5 s). Idempotent. */
+  /** With `startKafka({ proxied: true })`: where the second listener is, and what it advertises. */
+  readonly proxied?: { readonly listen: string; readonly advertised: string };
+  /** How long the start took, step by step. */
+  readonly times: KafkaStartTimes;
+  /** What the broker logged (warnings and errors), for failure messages. */
+  output(): string;
+  /** SIGKILL and remove the data folder (nothing is kept, so no clean shutdown is needed). Idempotent. */
   stop(): Promise<void>;
-  /** Abrupt stop (SIGKILL): every broker disappears at once, e.g. to test "Kafka unreachable". */
+  /** Abrupt stop (SIGKILL): the broker disappears, e.g. to test "Kafka unreachable". */
   kill(): Promise<void>;
   /**
-   * Freezes the whole cluster (SIGSTOP): connections stay open but nothing answers, as when Kafka
-   * is unreachable; `resume()` (SIGCONT) brings it back with every message it had.
+   * Freezes the broker (SIGSTOP): connections stay open but nothing answers, as when Kafka is
+   * unreachable; `resume()` (SIGCONT) brings it back with every message it had.
    */
   pause(): void;
   resume(): void;
+  /**
+   * Stops the broker cleanly (SIGTERM) and starts it again on the same ports and data: what it
+   * acknowledged (and committed offsets) survives. Resolves once it answers metadata again.
+   */
+  restart(): Promise<void>;
 }
 
 export interface UrlService {
@@ -73,7 +88,6 @@ export interface RedisService extends UrlService {
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = path.resolve(HERE, '../..');
-const KAFKA_MOCK_SRC = path.join(HERE, 'kafka-mock.c');
 const CACHE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'otm-test');
 const LOOPBACK = '127.0.0.1';
 
@@ -103,15 +117,22 @@ export function findExecutable(name: string): string | undefined {
   return undefined;
 }
 
-const RDKAFKA_MOCK_HEADERS = ['/usr/include/librdkafka/rdkafka_mock.h', '/usr/local/include/librdkafka/rdkafka_mock.h'];
+/** True when the broker is installed in the cache already (then Maven is not needed). */
+function kafkaInstalled(): boolean {
+  try {
+    return installedKafka(kafkaVersion()) !== undefined;
+  } catch {
+    return false;
+  }
+}
 
 const REQUIREMENTS: Record<ServiceName, Requirement[]> = {
   kafka: [
-    { what: 'gcc', packages: ['gcc', 'libc6-dev'], present: () => findExecutable('gcc') !== undefined },
+    { what: 'java (a JRE, 11 or newer)', packages: ['openjdk-17-jre-headless'], present: () => findExecutable('java') !== undefined },
     {
-      what: 'librdkafka headers (rdkafka_mock.h)',
-      packages: ['librdkafka-dev'],
-      present: () => RDKAFKA_MOCK_HEADERS.some((f) => fs.existsSync(f)),
+      what: 'mvn (to fetch the Kafka broker from Maven Central once)',
+      packages: ['maven'],
+      present: () => kafkaInstalled() || findExecutable('mvn') !== undefined,
     },
   ],
   clickhouse: [
@@ -293,7 +314,7 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-const SCRATCH_PREFIXES = ['otm-clickhouse-', 'otm-redis-', 'otm-nginx-'];
+const SCRATCH_PREFIXES = ['otm-clickhouse-', 'otm-kafka-', 'otm-redis-', 'otm-nginx-'];
 const OWNER_FILE = 'otm-owner.json';
 let swept = false;
 
@@ -346,6 +367,7 @@ function sweepStaleScratchDirs(): void {
  * small inserts as compact parts of 3 files), and creating a file on a shared virtual disk costs
  * several times what it costs on tmpfs, so an insert does too (bench/diag/clickhouse/
  * clickhouse-insert.mjs compares both; strace of the server: openat dominated, nothing is fsynced).
+ * The test Kafka keeps its data there too: its KRaft metadata log is fsynced on every commit.
  */
 function memoryBase(): string {
   if (process.env.OTM_TEST_CLICKHOUSE_ON_DISK === '1') return os.tmpdir();
@@ -426,72 +448,526 @@ async function freePorts(n: number): Promise<number[]> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Kafka: librdkafka mock cluster
-
-let kafkaMockBinary: Promise<string> | undefined;
-
-/** Compiles kafka-mock.c once per source version into node_modules/.cache/otm-test/. Safe when
- * several test processes do it at once (compile to a private name, then rename). */
-function kafkaMockBinaryPath(): Promise<string> {
-  kafkaMockBinary ??= (async () => {
-    const src = fs.readFileSync(KAFKA_MOCK_SRC);
-    const hash = createHash('sha256').update(src).update(process.arch).digest('hex').slice(0, 16);
-    const bin = path.join(CACHE_DIR, `kafka-mock-${hash}`);
-    if (fs.existsSync(bin)) return bin;
-    requireServices(['kafka']);
-    fs.mkdirSync(CACHE_DIR, { recursive: true });
-    const tmp = `${bin}.${process.pid}.${Date.now()}.tmp`;
-    const gcc = findExecutable('gcc') ?? 'gcc';
-    await new Promise<void>((resolve, reject) => {
-      execFile(gcc, ['-O2', '-Wall', '-o', tmp, KAFKA_MOCK_SRC, '-lrdkafka'], (err, _stdout, stderr) => {
-        if (err) {
-          reject(
-            new Error(
-              `compiling ${KAFKA_MOCK_SRC} failed (needs gcc and librdkafka-dev >= 1.4: apt-get install -y gcc libc6-dev librdkafka-dev):\n${stderr}`,
-            ),
-          );
-        } else resolve();
-      });
-    });
-    fs.renameSync(tmp, bin);
-    return bin;
-  })();
-  kafkaMockBinary.catch(() => (kafkaMockBinary = undefined));
-  return kafkaMockBinary;
-}
-
-const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
+// Kafka: Apache Kafka's broker (KRaft, one node that is broker and controller), from Maven Central
 
 /**
- * Starts a mock Kafka cluster on loopback (random ports) with the given topics pre-created.
- * Topics not listed are auto-created on first produce with 4 partitions.
- * The mock's limits (no admin CreateTopics, no idempotent producer, ...) are in README.md.
+ * The Kafka version the deployment pins (`image: apache/kafka:X.Y.Z` in docker-compose.yml), so
+ * that the tests run the broker production runs.
  */
-export async function startKafka(opts: { topics: Record<string, number>; brokers?: number }): Promise<KafkaService> {
-  const brokers = opts.brokers ?? 1;
-  if (!Number.isInteger(brokers) || brokers < 1 || brokers > 16) throw new Error(`startKafka: brokers must be 1..16, got ${brokers}`);
-  const topicArgs = Object.entries(opts.topics).map(([name, partitions]) => {
-    if (!TOPIC_NAME.test(name)) throw new Error(`startKafka: bad topic name ${JSON.stringify(name)}`);
-    if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`startKafka: bad partition count for ${name}: ${partitions}`);
-    return `${name}:${partitions}`;
-  });
-  const bin = await kafkaMockBinaryPath();
-  // The mock prints its address within a few milliseconds. Once, in a CI run with the machine
-  // fully loaded, it printed nothing for 10 s; a start that stalls is killed (with what /proc says
-  // about it in the error) and tried again with a new process.
-  const errors: string[] = [];
-  for (let attempt = 1; attempt <= KAFKA_START_ATTEMPTS; attempt++) {
+export function kafkaVersion(): string {
+  const compose = fs.readFileSync(path.join(REPO_ROOT, 'docker-compose.yml'), 'utf8');
+  const m = /^\s*image:\s*apache\/kafka:(\d+\.\d+\.\d+)\s*$/m.exec(compose);
+  if (!m?.[1]) throw new Error('docker-compose.yml names no `image: apache/kafka:X.Y.Z`: cannot tell which Kafka to test against');
+  return m[1];
+}
+
+/** Logging for the broker: warnings and errors on stdout (kept for failure messages). */
+const KAFKA_LOG4J = [
+  'log4j.rootLogger=WARN, stdout',
+  'log4j.appender.stdout=org.apache.log4j.ConsoleAppender',
+  'log4j.appender.stdout.layout=org.apache.log4j.PatternLayout',
+  'log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n',
+  '',
+].join('\n');
+
+/** The pom whose runtime dependencies are the broker: kafka_2.13 and a logging backend. */
+function kafkaPom(version: string): string {
+  return `<?xml version="1.0" encoding="UTF-8"?>
+<!-- Generated by test/infra/services.ts: the Kafka broker for the tests. -->
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>otm.test</groupId>
+  <artifactId>kafka-broker</artifactId>
+  <version>${version}</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>${version}</version></dependency>
+    <!-- Kafka's own distribution logs through reload4j too. -->
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+`;
+}
+
+/** Pinned, so that the fetch does not depend on which plugin version Maven would pick. */
+const MAVEN_DEPENDENCY_PLUGIN = 'org.apache.maven.plugins:maven-dependency-plugin:3.6.1';
+const KAFKA_INSTALL_TIMEOUT_MS = 600_000;
+/** Changes when what an installation folder holds changes (then it is made anew). */
+const KAFKA_INSTALL_MARKER = 'installed-v1';
+/** JVM options: a small heap and the serial collector (the machines have 2 cores), no perf files in /tmp. */
+const KAFKA_JVM_OPTIONS = [
+  '-Xms64m',
+  '-Xmx512m',
+  '-XX:+UseSerialGC',
+  '-XX:-UsePerfData',
+  '-XX:+ExitOnOutOfMemoryError',
+  '-Djava.awt.headless=true',
+];
+
+/** What startKafka starts from: made once per machine and Kafka version (kafkaInstallation()). */
+export interface KafkaInstallation {
+  readonly version: string;
+  /** The folder: node_modules/.cache/otm-test/kafka-<version>/. */
+  readonly home: string;
+  /** The broker's jars (kafka_2.13 and its runtime dependencies). */
+  readonly libs: string;
+  /** A store formatted once by `kafka-storage format`, copied for every broker. */
+  readonly template: string;
+  /** A class-data-sharing archive of the broker's classes (about 1 s off each start), if made. */
+  readonly cds?: string;
+}
+
+let kafkaInstallationPromise: Promise<KafkaInstallation> | undefined;
+
+/**
+ * The broker, ready to start: in node_modules/.cache/otm-test/kafka-<version>/, made on first use:
+ * - `libs/`: `mvn dependency:copy-dependencies` on a generated pom naming
+ *   org.apache.kafka:kafka_2.13:<version> (Maven keeps its downloads in ~/.m2, so even a fresh
+ *   clone then needs no network);
+ * - `template/`: a single-node KRaft store formatted by kafka.tools.StorageTool (what
+ *   `kafka-storage format` runs), copied into each broker's scratch folder, which saves a JVM
+ *   start each time;
+ * - `kafka.jsa`: a JVM class-data-sharing archive dumped by one broker run.
+ * Test processes that start at once take turns through a lock folder.
+ */
+export function kafkaInstallation(): Promise<KafkaInstallation> {
+  kafkaInstallationPromise ??= installKafka(kafkaVersion());
+  kafkaInstallationPromise.catch(() => (kafkaInstallationPromise = undefined));
+  return kafkaInstallationPromise;
+}
+
+function installedKafka(version: string): KafkaInstallation | undefined {
+  const home = path.join(CACHE_DIR, `kafka-${version}`);
+  if (!fs.existsSync(path.join(home, KAFKA_INSTALL_MARKER))) return undefined;
+  const cds = path.join(home, 'kafka.jsa');
+  return {
+    version,
+    home,
+    libs: path.join(home, 'libs'),
+    template: path.join(home, 'template'),
+    ...(fs.existsSync(cds) ? { cds } : {}),
+  };
+}
+
+async function installKafka(version: string): Promise<KafkaInstallation> {
+  const done = installedKafka(version);
+  if (done) return done;
+  const home = path.join(CACHE_DIR, `kafka-${version}`);
+  fs.mkdirSync(home, { recursive: true });
+  const lock = path.join(home, 'lock');
+  const deadline = Date.now() + KAFKA_INSTALL_TIMEOUT_MS;
+  for (;;) {
     try {
-      return await startKafkaOnce(bin, [String(brokers), ...topicArgs]);
+      fs.mkdirSync(lock);
+      break;
     } catch (e) {
-      errors.push(`attempt ${attempt}: ${(e as Error).message}`);
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
     }
+    // Another process installs: wait for it, unless it died.
+    let holder: number | undefined;
+    try {
+      holder = Number(fs.readFileSync(path.join(lock, 'pid'), 'utf8'));
+    } catch {
+      holder = undefined;
+    }
+    let stale: boolean;
+    try {
+      stale = holder === undefined ? Date.now() - fs.statSync(lock).mtimeMs > 30_000 : !pidAlive(holder);
+    } catch {
+      continue; // the lock went away meanwhile
+    }
+    if (stale) {
+      fs.rmSync(lock, { recursive: true, force: true });
+      continue;
+    }
+    const other = installedKafka(version);
+    if (other) return other;
+    if (Date.now() > deadline)
+      throw new Error(`waited ${KAFKA_INSTALL_TIMEOUT_MS / 1000} s for another process installing Kafka into ${home}`);
+    await sleep(250);
   }
-  throw new Error(`kafka-mock did not start:\n${errors.join('\n')}`);
+  try {
+    fs.writeFileSync(path.join(lock, 'pid'), String(process.pid));
+    const other = installedKafka(version);
+    if (other) return other;
+    for (const stale of ['libs', 'template', 'kafka.jsa']) fs.rmSync(path.join(home, stale), { recursive: true, force: true });
+    requireServices(['kafka']);
+    await fetchKafkaLibs(version, home);
+    const libs = path.join(home, 'libs');
+    const java = findExecutable('java')!;
+    const jvm = [...KAFKA_JVM_OPTIONS, '-cp', `${libs}/*`];
+    // The template store: a configuration that names where it goes (and nothing else matters
+    // to `format` for a static quorum: no ports or cluster state are written).
+    const work = fs.mkdtempSync(path.join(home, 'format-'));
+    try {
+      const props = path.join(work, 'server.properties');
+      fs.writeFileSync(props, kafkaProperties(path.join(home, 'template'), { client: 9092, controller: 9093 }, true));
+      fs.writeFileSync(path.join(work, 'log4j.properties'), KAFKA_LOG4J);
+      const log4j = `-Dlog4j.configuration=file:${path.join(work, 'log4j.properties')}`;
+      await runJava(java, [log4j, ...jvm, 'kafka.tools.StorageTool', 'format', '-t', kafkaClusterId(), '-c', props], work);
+    } finally {
+      fs.rmSync(work, { recursive: true, force: true });
+    }
+    const installation: KafkaInstallation = { version, home, libs, template: path.join(home, 'template') };
+    await dumpKafkaClassArchive(installation, java).catch((e: unknown) => {
+      process.stderr.write(
+        `test/infra/services.ts: no class-data-sharing archive for Kafka (starts take ~1 s longer): ${(e as Error).message}\n`,
+      );
+    });
+    fs.writeFileSync(path.join(home, KAFKA_INSTALL_MARKER), `${new Date().toISOString()}\n`);
+    return installedKafka(version)!;
+  } finally {
+    fs.rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+async function fetchKafkaLibs(version: string, home: string): Promise<void> {
+  const mvn = findExecutable('mvn')!;
+  const work = fs.mkdtempSync(path.join(home, 'fetch-'));
+  try {
+    fs.writeFileSync(path.join(work, 'pom.xml'), kafkaPom(version));
+    const out = path.join(work, 'libs');
+    await new Promise<void>((resolve, reject) => {
+      execFile(
+        mvn,
+        [
+          '-B',
+          '-q',
+          '-f',
+          path.join(work, 'pom.xml'),
+          `${MAVEN_DEPENDENCY_PLUGIN}:copy-dependencies`,
+          `-DoutputDirectory=${out}`,
+          '-DincludeScope=runtime',
+        ],
+        { timeout: KAFKA_INSTALL_TIMEOUT_MS, maxBuffer: 16 * 1024 * 1024 },
+        (err, stdout, stderr) => {
+          if (err) {
+            const detail = `${stdout}\n${stderr}`.trim().slice(-4_000);
+            reject(
+              new Error(
+                `fetching Kafka ${version} from Maven Central failed (mvn copy-dependencies of org.apache.kafka:kafka_2.13:${version}): ${err.message}\n${detail}`,
+              ),
+            );
+          } else resolve();
+        },
+      );
+    });
+    if (!fs.existsSync(path.join(out, `kafka_2.13-${version}.jar`)))
+      throw new Error(`mvn did not copy kafka_2.13-${version}.jar into ${out}`);
+    fs.renameSync(out, path.join(home, 'libs'));
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Runs one broker with -XX:ArchiveClassesAtExit until it served a group and an idempotent
+ * producer, and stops it cleanly: the JVM then writes the classes it loaded into kafka.jsa, which
+ * later starts map instead of loading and verifying them again.
+ */
+async function dumpKafkaClassArchive(inst: KafkaInstallation, java: string): Promise<void> {
+  const dir = makeScratchDir('otm-kafka-', memoryBase());
+  const archive = path.join(inst.home, `kafka.jsa.${process.pid}.tmp`);
+  try {
+    const [client, controller] = (await freePorts(2)) as [number, number];
+    const props = prepareKafkaDir(dir, inst, { client, controller }, true);
+    const args = [...kafkaJvm(dir, inst.libs), `-XX:ArchiveClassesAtExit=${archive}`, 'kafka.Kafka', props];
+    const broker = await launchKafka(java, args, dir, client);
+    try {
+      await warmUpKafka(`${LOOPBACK}:${client}`, { 'otm-warm-up': 1 });
+    } finally {
+      await terminate(broker.child, 30_000);
+    }
+    if (!fs.existsSync(archive)) throw new Error(`the JVM wrote no archive: ${broker.output().slice(-2_000)}`);
+    fs.renameSync(archive, path.join(inst.home, 'kafka.jsa'));
+  } finally {
+    fs.rmSync(archive, { force: true });
+    removeScratchDir(dir);
+  }
+}
+
+export interface KafkaStartOptions {
+  /** Topics to create before startKafka resolves (name → partitions), replication factor 1. */
+  readonly topics?: Record<string, number>;
+  /**
+   * `auto.create.topics.enable` (default true: a topic first named by a client is created with 4
+   * partitions). `false` makes a missing topic an error, as it should be in production.
+   */
+  readonly autoCreateTopics?: boolean;
+  /**
+   * A second client listener for fault injection: the broker listens on `proxied.listen` but
+   * tells clients that bootstrap there to connect to `proxied.advertised`, where the test runs a
+   * proxy to `listen` (kafka-proxy.ts). Clients of `brokers` are not affected.
+   */
+  readonly proxied?: boolean;
+}
+
+export interface KafkaStartTimes {
+  /** Installing the broker (the Maven fetch, formatting the template, the class archive): the first run on a machine only. */
+  readonly installMs: number;
+  /** From spawning the JVM to a broker in the cluster metadata. */
+  readonly startMs: number;
+  /** Loading the group coordinator, a producer id, and creating the requested topics. */
+  readonly warmUpMs: number;
 }
 
 const KAFKA_START_ATTEMPTS = 3;
-const KAFKA_START_TIMEOUT_MS = 10_000;
+const KAFKA_START_TIMEOUT_MS = 60_000;
+
+interface KafkaPorts {
+  readonly client: number;
+  readonly controller: number;
+  readonly proxied?: { readonly listen: number; readonly advertised: number };
+}
+
+function kafkaProperties(logDir: string, ports: KafkaPorts, autoCreate: boolean): string {
+  const listeners = [`PLAINTEXT://${LOOPBACK}:${ports.client}`, `CONTROLLER://${LOOPBACK}:${ports.controller}`];
+  const advertised = [`PLAINTEXT://${LOOPBACK}:${ports.client}`];
+  const protocols = ['PLAINTEXT:PLAINTEXT', 'CONTROLLER:PLAINTEXT'];
+  if (ports.proxied) {
+    listeners.push(`PROXIED://${LOOPBACK}:${ports.proxied.listen}`);
+    advertised.push(`PROXIED://${LOOPBACK}:${ports.proxied.advertised}`);
+    protocols.push('PROXIED:PLAINTEXT');
+  }
+  return [
+    '# Generated by test/infra/services.ts: one KRaft node, broker and controller, on loopback.',
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@${LOOPBACK}:${ports.controller}`,
+    `listeners=${listeners.join(',')}`,
+    `advertised.listeners=${advertised.join(',')}`,
+    `listener.security.protocol.map=${protocols.join(',')}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=PLAINTEXT',
+    `log.dirs=${logDir}`,
+    // One broker: replication factor 1 everywhere (docker-compose.yml does the same).
+    'default.replication.factor=1',
+    'min.insync.replicas=1',
+    'offsets.topic.replication.factor=1',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    // Fewer internal partitions than the defaults (50): created faster, and tests need no more.
+    'offsets.topic.num.partitions=4',
+    'transaction.state.log.num.partitions=4',
+    `auto.create.topics.enable=${autoCreate}`,
+    'num.partitions=4',
+    // Tests join groups with a 3 s session timeout (the broker's default minimum is 6 s) and
+    // need no delay before the first rebalance.
+    'group.initial.rebalance.delay.ms=0',
+    'group.min.session.timeout.ms=1000',
+    // As docker-compose.yml: a message holds a whole PUT body (OTM_BODY_LIMIT, 1 MiB).
+    'message.max.bytes=2097152',
+    // Sized for 2 cores and a small heap.
+    'num.network.threads=2',
+    'num.io.threads=2',
+    'background.threads=2',
+    'log.cleaner.dedupe.buffer.size=16777216',
+    'log.cleaner.threads=1',
+    '',
+  ].join('\n');
+}
+
+/** A cluster id as `kafka-storage random-uuid` makes it: 16 random bytes, base64url, not starting with '-'. */
+function kafkaClusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
+
+/** Writes server.properties and log4j.properties into `dir` and copies the formatted store to `dir/data`; the properties' path. */
+function prepareKafkaDir(dir: string, inst: KafkaInstallation, ports: KafkaPorts, autoCreate: boolean): string {
+  fs.cpSync(inst.template, path.join(dir, 'data'), { recursive: true });
+  const props = path.join(dir, 'server.properties');
+  fs.writeFileSync(props, kafkaProperties(path.join(dir, 'data'), ports, autoCreate));
+  fs.writeFileSync(path.join(dir, 'log4j.properties'), KAFKA_LOG4J);
+  return props;
+}
+
+function kafkaJvm(dir: string, libs: string, cds?: string): string[] {
+  return [
+    ...KAFKA_JVM_OPTIONS,
+    ...(cds ? [`-XX:SharedArchiveFile=${cds}`, '-Xshare:auto', '-Xlog:cds=off', '-Xlog:cds+dynamic=off'] : []),
+    `-Dlog4j.configuration=file:${path.join(dir, 'log4j.properties')}`,
+    '-cp',
+    `${libs}/*`,
+  ];
+}
+
+/**
+ * Starts Apache Kafka (the version docker-compose.yml pins) as one KRaft node on free loopback
+ * ports, with its data in a scratch folder in memory, and creates `opts.topics`. The first call
+ * on a machine installs the broker (kafkaInstallation(): from Maven Central); later ones are
+ * offline. Resolves once the broker answers metadata, its group coordinator is loaded and it hands
+ * out producer ids, so that the first join and the first idempotent produce of a test are quick.
+ */
+export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaService> {
+  const topics = Object.entries(opts.topics ?? {});
+  for (const [name, partitions] of topics) {
+    if (!TOPIC_NAME.test(name)) throw new Error(`startKafka: bad topic name ${JSON.stringify(name)}`);
+    if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`startKafka: bad partition count for ${name}: ${partitions}`);
+  }
+  requireServices(['kafka']);
+  const t0 = Date.now();
+  const inst = await kafkaInstallation();
+  const installMs = Date.now() - t0;
+  const java = findExecutable('java')!;
+  const errors: string[] = [];
+  for (let attempt = 1; attempt <= KAFKA_START_ATTEMPTS; attempt++) {
+    const dir = makeScratchDir('otm-kafka-', memoryBase());
+    try {
+      const [client, controller, proxiedListen, proxiedAdvertised] = await freePorts(opts.proxied ? 4 : 2);
+      const ports: KafkaPorts = {
+        client: client!,
+        controller: controller!,
+        ...(opts.proxied ? { proxied: { listen: proxiedListen!, advertised: proxiedAdvertised! } } : {}),
+      };
+      const props = prepareKafkaDir(dir, inst, ports, opts.autoCreateTopics ?? true);
+      const args = [...kafkaJvm(dir, inst.libs, inst.cds), 'kafka.Kafka', props];
+      const broker = await launchKafka(java, args, dir, ports.client);
+      const t1 = Date.now();
+      await warmUpKafka(`${LOOPBACK}:${ports.client}`, Object.fromEntries(topics));
+      const times: KafkaStartTimes = { installMs, startMs: t1 - broker.spawnedAt, warmUpMs: Date.now() - t1 };
+      return kafkaService(broker, { java, args, dir, ports, version: inst.version, times });
+    } catch (e) {
+      errors.push(`attempt ${attempt}: ${(e as Error).message}`);
+      removeScratchDir(dir);
+      if (!/Address already in use|BindException/i.test((e as Error).message)) break;
+    }
+  }
+  throw new Error(`Kafka did not start:\n${errors.join('\n')}`);
+}
+
+function runJava(java: string, args: string[], cwd: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(java, args, { cwd, timeout: 120_000, env: { ...process.env, LC_ALL: 'C' } }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`${args.find((a) => a.startsWith('kafka.'))} failed: ${err.message}\n${stdout}\n${stderr}`.trim()));
+      else resolve();
+    });
+  });
+}
+
+interface RunningBroker {
+  readonly child: ChildProcess;
+  readonly output: () => string;
+  readonly spawnedAt: number;
+}
+
+/** Spawns the broker's JVM and waits until the broker is in the cluster's metadata. */
+async function launchKafka(java: string, args: string[], dir: string, clientPort: number): Promise<RunningBroker> {
+  const spawnedAt = Date.now();
+  const child = spawnService(java, args, { cwd: dir });
+  recordServer(dir, child);
+  const out = tail(child.stdout, 16_000);
+  const err = tail(child.stderr, 16_000);
+  const output = () => `${out()}\n${err()}`.trim();
+  let spawnError: Error | undefined;
+  child.once('error', (e) => (spawnError = e));
+  const deadline = Date.now() + KAFKA_START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (spawnError || exited(child)) break;
+    if (await kafkaAnswers(`${LOOPBACK}:${clientPort}`)) {
+      // Someone else's broker on a port taken meanwhile would answer too: ours must be alive.
+      await sleep(20);
+      if (!exited(child)) return { child, output, spawnedAt };
+      break;
+    }
+    await sleep(100);
+  }
+  const died = exited(child);
+  await killNow(child);
+  const detail = `${spawnError?.message ?? ''}\n${output()}`.trim();
+  throw new Error(
+    died
+      ? `the Kafka broker exited (code ${child.exitCode}, signal ${child.signalCode}) before answering: ${detail}`
+      : `the Kafka broker did not answer on ${LOOPBACK}:${clientPort} within ${KAFKA_START_TIMEOUT_MS / 1000} s (${procState(child.pid)}): ${detail}`,
+  );
+}
+
+/** True when a Kafka broker at `broker` answers a metadata request listing a broker. */
+async function kafkaAnswers(broker: string): Promise<boolean> {
+  const admin = new Kafka({
+    brokers: [broker],
+    logLevel: KafkaLogLevel.NOTHING,
+    connectionTimeout: 500,
+    requestTimeout: 2_000,
+    retry: { retries: 0 },
+  }).admin();
+  try {
+    await admin.connect();
+    const cluster = await admin.describeCluster();
+    return cluster.brokers.length > 0;
+  } catch {
+    return false;
+  } finally {
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+/**
+ * Creates `topics`, loads the group coordinator (its topic `__consumer_offsets` is made on first
+ * use) and has the broker hand out a producer id (an idempotent producer's first request).
+ */
+async function warmUpKafka(broker: string, topics: Record<string, number>): Promise<void> {
+  const kafka = new Kafka({
+    brokers: [broker],
+    logLevel: KafkaLogLevel.NOTHING,
+    retry: { retries: 20, initialRetryTime: 100, maxRetryTime: 1_000 },
+  });
+  const admin = kafka.admin();
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  try {
+    await admin.connect();
+    const list = Object.entries(topics).map(([topic, numPartitions]) => ({ topic, numPartitions, replicationFactor: 1 }));
+    if (list.length > 0) await admin.createTopics({ topics: list, waitForLeaders: true, timeout: 30_000 });
+    await admin.describeGroups(['otm-test-warm-up']);
+    await producer.connect();
+  } finally {
+    await producer.disconnect().catch(() => {});
+    await admin.disconnect().catch(() => {});
+  }
+}
+
+function kafkaService(
+  first: RunningBroker,
+  cfg: { java: string; args: string[]; dir: string; ports: KafkaPorts; version: string; times: KafkaStartTimes },
+): KafkaService {
+  let broker = first;
+  let stopped = false;
+  const { proxied } = cfg.ports;
+  return {
+    brokers: [`${LOOPBACK}:${cfg.ports.client}`],
+    version: cfg.version,
+    get pid() {
+      return broker.child.pid!;
+    },
+    ...(proxied ? { proxied: { listen: `${LOOPBACK}:${proxied.listen}`, advertised: `${LOOPBACK}:${proxied.advertised}` } } : {}),
+    times: cfg.times,
+    output: () => broker.output(),
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      // Its data goes with it: no need for the broker's own shutdown (2-3 s).
+      broker.child.kill('SIGCONT');
+      await killNow(broker.child);
+      removeScratchDir(cfg.dir);
+    },
+    kill: async () => {
+      broker.child.kill('SIGCONT');
+      await killNow(broker.child);
+    },
+    pause: () => void broker.child.kill('SIGSTOP'),
+    resume: () => void broker.child.kill('SIGCONT'),
+    restart: async () => {
+      if (stopped) throw new Error('startKafka: restart() after stop()');
+      broker.child.kill('SIGCONT');
+      await terminate(broker.child, 20_000);
+      broker = await launchKafka(cfg.java, cfg.args, cfg.dir, cfg.ports.client);
+    },
+  };
+}
+
+const TOPIC_NAME = /^[A-Za-z0-9._-]{1,249}$/;
 
 /** What the kernel says about a process that stalls: its state, where it waits, its threads. */
 function procState(pid: number | undefined): string {
@@ -506,56 +982,6 @@ function procState(pid: number | undefined): string {
   const status = read('status');
   const pick = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, 'm').exec(status)?.[1] ?? '?';
   return `state ${pick('State')}, threads ${pick('Threads')}, waiting in ${read('wchan')}`;
-}
-
-async function startKafkaOnce(bin: string, args: string[]): Promise<KafkaService> {
-  // prctl(PR_SET_PDEATHSIG) is done by the program itself.
-  const child = spawnService(bin, args, { pdeathsig: false });
-  const stderr = tail(child.stderr);
-  const bootstrap = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(
-      () =>
-        fail(new Error(`no bootstrap servers printed within ${KAFKA_START_TIMEOUT_MS / 1000} s (${procState(child.pid)}): ${stderr()}`)),
-      KAFKA_START_TIMEOUT_MS,
-    );
-    const onData = (d: Buffer) => {
-      out += d.toString();
-      const m = /^BOOTSTRAP (\S+)$/m.exec(out);
-      if (m?.[1]) {
-        cleanup();
-        resolve(m[1]);
-      }
-    };
-    const onExit = (code: number | null, signal: string | null) =>
-      fail(new Error(`kafka-mock exited (code ${code}, signal ${signal}) before starting: ${stderr()}`));
-    const onError = (err: Error) => fail(new Error(`kafka-mock could not be started: ${err.message}`));
-    function cleanup() {
-      clearTimeout(timer);
-      child.stdout?.off('data', onData);
-      child.off('exit', onExit);
-      child.off('error', onError);
-    }
-    function fail(err: Error) {
-      cleanup();
-      child.kill('SIGKILL');
-      reject(err);
-    }
-    child.stdout?.on('data', onData);
-    child.once('exit', onExit);
-    child.once('error', onError);
-  });
-  return {
-    brokers: bootstrap.split(','),
-    pid: child.pid!,
-    stop: async () => {
-      child.kill('SIGCONT');
-      await terminate(child, 5_000);
-    },
-    kill: () => killNow(child),
-    pause: () => void child.kill('SIGSTOP'),
-    resume: () => void child.kill('SIGCONT'),
-  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -5,10 +5,16 @@
 export { KafkaBus } from './kafka/bus.js';
 export { produceChunks } from './kafka/producer.js';
 export { packRecords, PACK_HEADER } from './kafka/record-pack.js';
-export { ensureTopics, DEFAULT_TOPIC_PARTITIONS } from './kafka/topics.js';
+export { ensureTopics, DEFAULT_TOPIC_PARTITIONS, TOPIC_CONFIG } from './kafka/topics.js';
 export { isRetryable, UNCLASSIFIED_ATTEMPTS, type KafkaSubscription } from './kafka/consumer.js';
 export { withTimeout } from './kafka/timeout.js';
-export { FAST_CONSUMER_SETTINGS, type KafkaBusOptions, type KafkaConsumerSettings } from './kafka/options.js';
+export {
+  FAST_CONSUMER_SETTINGS,
+  PRODUCER_RETRIES,
+  producerConfig,
+  type KafkaBusOptions,
+  type KafkaConsumerSettings,
+} from './kafka/options.js';
 export { ClickHouseEventStore, type ClickHouseEventStoreOptions } from './clickhouse/store.js';
 export { ENTITY_COLUMNS, EVENT_COLUMNS, eventStoreDdl, type EntityRow } from './clickhouse/schema.js';
 export { entityRows, linkedEntities } from './clickhouse/entity-columns.js';

@@ -7,6 +7,7 @@ import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type 
 import {
   ClickHouseEventStore,
   DEFAULT_TOPIC_PARTITIONS,
+  TOPIC_CONFIG,
   KafkaBus,
   RedisEntityStore,
   ensureTopics,
@@ -105,7 +106,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
         const admin = kafka.client.admin();
         await admin.connect();
         try {
-          await ensureTopics(admin, DEFAULT_TOPIC_PARTITIONS, { logger });
+          await ensureTopics(admin, DEFAULT_TOPIC_PARTITIONS, { config: TOPIC_CONFIG, logger });
         } finally {
           await admin.disconnect();
         }

@@ -34,6 +34,7 @@ export class KafkaBus implements Bus {
       retryAfterSeconds: this.settings.retryAfterSeconds,
       publishTimeoutMs: this.settings.publishTimeoutMs,
       producer: () => this.connectedProducer(),
+      producerFailed: (producer) => this.publisher.replace(producer),
     });
   }
 

@@ -24,8 +24,8 @@
  * common path fast (one store round trip per chunk); the per-message pass only runs for the rare
  * poison message.
  *
- * If the consumer crashes with an error kafkajs does not retry itself (seen on the librdkafka mock
- * during rebalances), a new consumer is started after a pause, so a worker never sits idle while
+ * If the consumer crashes with an error kafkajs does not retry itself (seen during rebalances on
+ * the librdkafka mock cluster the tests once ran on), a new consumer is started after a pause, so a worker never sits idle while
  * looking alive; uncommitted batches are replayed.
  */
 import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
@@ -81,6 +81,8 @@ export interface ConsumerContext {
   readonly publishTimeoutMs: number;
   /** The bus's producer, for dead letters. */
   readonly producer: () => Promise<Producer>;
+  /** Told of a producer whose dead-letter send failed (the bus replaces it). */
+  readonly producerFailed?: (producer: Producer) => void;
 }
 
 /** Per partition: messages fetched ahead, the loop applying them, and whether it had to stop. */
@@ -367,11 +369,16 @@ export class Consumers {
   ): Promise<boolean> {
     this.ctx.logger?.error({ topic, partition, offset: d.message.offset, code, reason }, 'message sent to the dead-letter topic');
     const record = deadLetterRecord(d, topic, partition, reason, code);
-    const outcome = await this.retrying(() => sendDeadLetter(this.ctx.producer, record, this.ctx.publishTimeoutMs), live, heartbeat, {
-      topic: TOPICS.deadLetter,
-      partition,
-      offset: d.message.offset,
-    });
+    const outcome = await this.retrying(
+      () => sendDeadLetter(this.ctx.producer, record, this.ctx.publishTimeoutMs, this.ctx.producerFailed),
+      live,
+      heartbeat,
+      {
+        topic: TOPICS.deadLetter,
+        partition,
+        offset: d.message.offset,
+      },
+    );
     return outcome === 'ok';
   }
 }

@@ -41,15 +41,23 @@ export function deadLetterRecord(d: Decoded, topic: string, partition: number, r
 
 /**
  * Produces one dead-letter record. Every failure is retryable: a 503 after `timeoutMs`, a
- * retryable AdapterError for what kafkajs threw (connecting the producer included).
+ * retryable AdapterError for what kafkajs threw (connecting the producer included). A producer
+ * whose send failed is handed to `failed` (the bus replaces it: producer.ts says why).
  */
-export async function sendDeadLetter(connected: () => Promise<Producer>, record: Message, timeoutMs: number): Promise<void> {
+export async function sendDeadLetter(
+  connected: () => Promise<Producer>,
+  record: Message,
+  timeoutMs: number,
+  failed: (producer: Producer) => void = () => {},
+): Promise<void> {
+  let producer: Producer | undefined;
   try {
-    const producer = await connected();
+    producer = await connected();
     await withTimeout(producer.send({ topic: TOPICS.deadLetter, acks: -1, messages: [record] }), timeoutMs, () =>
       unavailable('dead-letter produce timed out'),
     );
   } catch (e) {
+    if (producer) failed(producer);
     if (e instanceof OtmServiceError) throw e;
     throw new AdapterError('kafka', `dead-letter produce failed: ${errorText(e)}`, { retryable: true, cause: e });
   }

@@ -57,8 +57,9 @@ export interface KafkaBusOptions {
 }
 
 /**
- * Consumer settings for tests on the librdkafka mock cluster, whose group rejoin takes about
- * `sessionTimeout` less a second (test/infra/README.md, "Quirks").
+ * Consumer settings for tests: short session and rebalance timeouts, so that a member that died
+ * is noticed and a rebalance is over within seconds (the test broker allows sessions from 1 s;
+ * Kafka's default minimum is 6 s).
  */
 export const FAST_CONSUMER_SETTINGS: KafkaConsumerSettings = Object.freeze({
   sessionTimeout: 3000,
@@ -117,15 +118,23 @@ export function clientConfig(opts: KafkaBusOptions, resolved: ResolvedKafkaOptio
   };
 }
 
-/** The producer's configuration (one producer per bus). */
+/** The idempotent producer's retries: a few, within a publish's bound (why not unbounded: producer.ts). */
+export const PRODUCER_RETRIES = 3;
+
+/**
+ * The producer's configuration (one producer per bus). Idempotent: the broker gives the producer
+ * an id and numbers its record batches per partition, so a produce request that kafkajs sends
+ * again (its answer lost, its connection broken) is stored once, not twice. That needs acks -1
+ * (every publish asks for it) and at most 5 requests in flight to a broker, the batches the broker
+ * remembers per producer; kafkajs sends one produce request at a time to each broker for an
+ * idempotent producer anyway, and 1 here keeps it so for anything else on the connection.
+ */
 export function producerConfig(): ProducerConfig {
   return {
-    // Idempotence would be right for production Kafka (no duplicates on producer retries), but
-    // the librdkafka mock used in tests refuses it ("Broker 0 not found"); duplicates are
-    // harmless here anyway because every worker write is idempotent.
-    idempotent: false,
+    idempotent: true,
+    maxInFlightRequests: 1,
     allowAutoTopicCreation: true,
-    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+    retry: { retries: PRODUCER_RETRIES, initialRetryTime: 100, maxRetryTime: 1_000 },
   };
 }
 
@@ -133,7 +142,8 @@ export function producerConfig(): ProducerConfig {
 export function consumerConfig(group: string, s: Required<KafkaConsumerSettings>): ConsumerConfig {
   return {
     groupId: group,
-    // A whole record batch must fit in one fetch (the librdkafka mock never splits one).
+    // Room for whole record batches of a large publish in one fetch (a broker returns a batch
+    // larger than this whole anyway, so that a consumer always makes progress).
     maxBytesPerPartition: 16 * 1024 * 1024,
     maxBytes: 64 * 1024 * 1024,
     sessionTimeout: s.sessionTimeout,
@@ -150,7 +160,10 @@ function logCreator(logger: Logger) {
     ({ level, log }: LogEntry) => {
       const { message, ...extra } = log;
       const obj = { kafka: extra };
-      if (level === KafkaLogLevel.ERROR) logger.error(obj, message);
+      // Said once per producer: the retries are bounded on purpose, and a producer whose send
+      // failed is replaced (producer.ts), which keeps the guarantee kafkajs warns about.
+      if (message.startsWith('Limiting retries for the idempotent producer')) logger.debug(obj, message);
+      else if (level === KafkaLogLevel.ERROR) logger.error(obj, message);
       else if (level === KafkaLogLevel.WARN) logger.warn(obj, message);
       else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
       else logger.debug(obj, message);

@@ -12,6 +12,15 @@
  * `publishTimeoutMs` it rejects with `unavailable()` (503, Retry-After): never a hang, never a
  * resolve for a lost write. A timed-out send may still land later; the client retries on 503 and
  * the workers' writes are idempotent, so that is harmless.
+ *
+ * The producer is idempotent (options.ts): a produce request kafkajs sends again because its answer
+ * was lost is stored once. kafkajs numbers a partition's batches before sending them and, when a
+ * send fails for good, takes the numbers back for the next send; but the broker may have stored
+ * the failed batch, and then takes the next batch of the same size, with the same numbers, for a
+ * copy of it: acknowledged and dropped (test: packages/distributed/test/kafka/idempotence.test.ts).
+ * So after a send that failed, the producer is replaced: the new one gets a new producer id and
+ * numbers from 0. Retries stay bounded (PRODUCER_RETRIES), so that a send fails within a few
+ * seconds while Kafka is away instead of holding every later publish behind it.
  */
 import type { Kafka, Producer } from 'kafkajs';
 import { OtmServiceError, encodeMessage, unavailable, type Envelope } from '@otm/core';
@@ -75,13 +84,25 @@ export class Publisher {
       },
       async (e: unknown) => {
         // A producer whose connect() threw keeps Node alive until disconnected.
-        this.producerConnect = undefined;
+        if (this.producerConnect === p) this.producerConnect = undefined;
         await producer.disconnect().catch(() => {});
         throw e;
       },
     );
     this.producerConnect = p;
     return p;
+  }
+
+  /**
+   * Drops `producer` after a send of it failed (its sequence numbers no longer say what the broker
+   * holds): the next send connects a new one. A dead-letter send of the same producer under way
+   * fails with it and is retried by the consumer.
+   */
+  replace(producer: Producer): void {
+    if (this.producer !== producer) return;
+    this.producer = undefined;
+    this.producerConnect = undefined;
+    void producer.disconnect().catch(() => {});
   }
 
   /**
@@ -139,11 +160,16 @@ export class Publisher {
     const maxBytes = this.settings.maxRequestBytes;
     const send = async () => {
       const producer = await this.connected();
-      for (const [topic, messages] of byTopic) {
-        // A packed record stays under the request bound too (with room for its key and framing).
-        for (const chunk of produceChunks(packRecords(messages, Math.min(PACK_MAX_BYTES, maxBytes - 1024)), SEND_CHUNK, maxBytes)) {
-          await producer.sendBatch({ acks: -1, timeout: this.settings.publishTimeoutMs, topicMessages: [{ topic, messages: chunk }] });
+      try {
+        for (const [topic, messages] of byTopic) {
+          // A packed record stays under the request bound too (with room for its key and framing).
+          for (const chunk of produceChunks(packRecords(messages, Math.min(PACK_MAX_BYTES, maxBytes - 1024)), SEND_CHUNK, maxBytes)) {
+            await producer.sendBatch({ acks: -1, timeout: this.settings.publishTimeoutMs, topicMessages: [{ topic, messages: chunk }] });
+          }
         }
+      } catch (e) {
+        this.replace(producer);
+        throw e;
       }
     };
     send()

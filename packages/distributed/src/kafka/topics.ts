@@ -1,8 +1,8 @@
 /**
  * The Kafka topics of the pipeline, for `otm migrate`: their names are core's `TOPICS`, their
- * default partition counts `DEFAULT_TOPIC_PARTITIONS`. Creating them is optional: a cluster that
- * refuses CreateTopics (the librdkafka mock used in tests does) is logged and skipped, and topic
- * creation is then the operator's job (or the broker's auto-create).
+ * default partition counts `DEFAULT_TOPIC_PARTITIONS`, their settings `TOPIC_CONFIG`. Creating
+ * them is optional: a cluster that refuses CreateTopics (no permission, a replication factor it
+ * cannot give, a policy) is logged and skipped, and topic creation is then the operator's job.
  */
 import type { Admin } from 'kafkajs';
 import { AdapterError, TOPICS, type Logger, type Topic } from '@otm/core';
@@ -16,12 +16,14 @@ import { withTimeout } from './timeout.js';
 export async function ensureTopics(
   admin: Admin,
   topics: Readonly<Record<string, number>>,
-  opts: { replicationFactor?: number; logger?: Logger; timeoutMs?: number } = {},
+  opts: { replicationFactor?: number; config?: Readonly<Record<string, string>>; logger?: Logger; timeoutMs?: number } = {},
 ): Promise<boolean> {
+  const configEntries = Object.entries(opts.config ?? {}).map(([name, value]) => ({ name, value }));
   const list = Object.entries(topics).map(([topic, numPartitions]) => ({
     topic,
     numPartitions,
     ...(opts.replicationFactor === undefined ? {} : { replicationFactor: opts.replicationFactor }),
+    ...(configEntries.length > 0 ? { configEntries } : {}),
   }));
   try {
     await withTimeout(
@@ -45,4 +47,18 @@ export const DEFAULT_TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = Object.
   [TOPICS.entities]: 12,
   [TOPICS.telemetry]: 24,
   [TOPICS.deadLetter]: 3,
+});
+
+/**
+ * The settings `otm migrate` gives each topic it creates (the replication factor and
+ * `min.insync.replicas` are the cluster's defaults: docs/deployment.md).
+ * - `max.message.bytes`: one message carries a whole PUT body (`OTM_BODY_LIMIT`, 1 MiB by default)
+ *   with its envelope, more than Kafka's default of 1 MB; a record batch over it is refused for
+ *   good. 2 MiB, as docker-compose.yml sets for the whole broker.
+ * - `unclean.leader.election.enable=false` (Kafka's default, stated so that a cluster default
+ *   cannot change it): a replica that missed acknowledged writes never becomes the leader.
+ */
+export const TOPIC_CONFIG: Readonly<Record<string, string>> = Object.freeze({
+  'max.message.bytes': '2097152',
+  'unclean.leader.election.enable': 'false',
 });

@@ -1,10 +1,10 @@
 /** KafkaBus behaviour beyond the Bus contract: the retry decision, dead letters, packed records, readiness, Kafka going away. */
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
+import { ConfigResourceTypes, Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AdapterError, OtmServiceError, TOPICS, type Envelope, type Topic } from '@otm/core';
 import { integrationEnabled, requireServices, startKafka, type KafkaService } from '../../../../test/infra/services.js';
-import { FAST_CONSUMER_SETTINGS, KafkaBus, PACK_HEADER, UNCLASSIFIED_ATTEMPTS, ensureTopics } from '../../src/index.js';
+import { FAST_CONSUMER_SETTINGS, KafkaBus, PACK_HEADER, TOPIC_CONFIG, UNCLASSIFIED_ATTEMPTS, ensureTopics } from '../../src/index.js';
 
 const env = (topic: string, key: string, n: number): Envelope => ({
   topic: topic as Topic,
@@ -89,18 +89,31 @@ describe('KafkaBus settings', () => {
   });
 });
 
-const enabled = integrationEnabled('KafkaBus (librdkafka mock cluster)');
+const enabled = integrationEnabled('KafkaBus (Kafka broker)');
 describe.skipIf(!enabled)('KafkaBus', () => {
   let kafka: KafkaService;
   const topic = `kb-${randomUUID().slice(0, 8)}`;
 
   beforeAll(async () => {
     requireServices(['kafka']);
-    kafka = await startKafka({ topics: { [topic]: 2, [TOPICS.deadLetter]: 1 } });
+    kafka = await startKafka({ topics: { [topic]: 2, [TOPICS.deadLetter]: 1 }, autoCreateTopics: false });
   });
   afterAll(async () => {
     await kafka?.stop();
   });
+
+  /** A topic of its own for a test, with 4 partitions, created as `otm migrate` would (production does not auto-create topics). */
+  const newTopic = async (): Promise<string> => {
+    const name = `kb-${randomUUID().slice(0, 8)}`;
+    const admin = new Kafka({ brokers: kafka.brokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      await admin.createTopics({ topics: [{ topic: name, numPartitions: 4 }], waitForLeaders: true });
+    } finally {
+      await admin.disconnect();
+    }
+    return name;
+  };
 
   it('sends a message that can never be applied to the dead-letter topic with its reason, and goes on', async () => {
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS });
@@ -153,7 +166,7 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   });
 
   it('a message that keeps throwing a plain error is tried a few times, logged as unclassified, then dead-lettered', async () => {
-    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const own = await newTopic();
     const log = recordingLogger();
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
     const applied: number[] = [];
@@ -179,7 +192,7 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   });
 
   it('a non-retryable AdapterError sends its message to the dead-letter topic without retries', async () => {
-    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const own = await newTopic();
     const log = recordingLogger();
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
     const applied: number[] = [];
@@ -209,7 +222,7 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   });
 
   it('a retryable AdapterError is retried (beyond the attempts an unclassified error gets) until the handler succeeds', async () => {
-    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const own = await newTopic();
     const log = recordingLogger();
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, logger: log.logger });
     const applied: number[] = [];
@@ -231,7 +244,7 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   });
 
   it('splits a publish into produce requests under maxRequestBytes, in order, each message delivered once', async () => {
-    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const own = await newTopic();
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: FAST_CONSUMER_SETTINGS, maxRequestBytes: 100_000 });
     // Every produce request's bytes, as kafkajs is handed them.
     const requests: number[] = [];
@@ -259,7 +272,7 @@ describe.skipIf(!enabled)('KafkaBus', () => {
   });
 
   it('packs the messages of one key of a publish into one record; the consumer hands them over in order, a record never split across batches', async () => {
-    const own = `kb-${randomUUID().slice(0, 8)}`;
+    const own = await newTopic();
     const bus = new KafkaBus({ brokers: kafka.brokers, consumer: { ...FAST_CONSUMER_SETTINGS, maxBatch: 2 } });
     const records: { key: string; pack?: string }[] = [];
     await watchRequests(bus, (produced) => produced.forEach((m) => records.push({ key: m.key, pack: m.headers?.[PACK_HEADER] })));
@@ -289,15 +302,41 @@ describe.skipIf(!enabled)('KafkaBus', () => {
     await bus.close();
   });
 
-  it('ensureTopics logs and continues when the cluster refuses CreateTopics (the mock does)', async () => {
+  it('ensureTopics creates topics with their partitions and settings, and leaves existing ones alone', async () => {
+    const bus = new KafkaBus({ brokers: kafka.brokers });
+    const admin = bus.client.admin();
+    await admin.connect();
+    try {
+      const name = `x-${randomUUID()}`;
+      expect(await ensureTopics(admin, { [name]: 3 }, { config: TOPIC_CONFIG })).toBe(true);
+      const meta = await admin.fetchTopicMetadata({ topics: [name] });
+      expect(meta.topics[0]!.partitions).toHaveLength(3);
+      const described = await admin.describeConfigs({
+        resources: [{ type: ConfigResourceTypes.TOPIC, name, configNames: Object.keys(TOPIC_CONFIG) }],
+        includeSynonyms: false,
+      });
+      const configs = Object.fromEntries(described.resources[0]!.configEntries.map((e) => [e.configName, e.configValue]));
+      expect(configs).toEqual(TOPIC_CONFIG);
+      // Again, with another count: accepted, and the topic is left as it was.
+      expect(await ensureTopics(admin, { [name]: 5 }, { config: TOPIC_CONFIG })).toBe(true);
+      expect((await admin.fetchTopicMetadata({ topics: [name] })).topics[0]!.partitions).toHaveLength(3);
+    } finally {
+      await admin.disconnect();
+      await bus.close();
+    }
+  });
+
+  it('ensureTopics logs and continues when the cluster refuses CreateTopics (here: a replication factor one broker cannot give)', async () => {
     const bus = new KafkaBus({ brokers: kafka.brokers });
     const admin = bus.client.admin();
     await admin.connect();
     const warnings: string[] = [];
     const logger = { info: () => {}, warn: (_o: unknown, msg: string) => warnings.push(msg) } as never;
-    const ok = await ensureTopics(admin, { [`x-${randomUUID()}`]: 3 }, { logger, timeoutMs: 2_000 });
+    const name = `x-${randomUUID()}`;
+    const ok = await ensureTopics(admin, { [name]: 3 }, { replicationFactor: 3, logger, timeoutMs: 2_000 });
     expect(ok).toBe(false);
     expect(warnings).toHaveLength(1);
+    expect((await admin.listTopics()).includes(name)).toBe(false);
     await admin.disconnect();
     await bus.close();
   });

@@ -1,6 +1,6 @@
-/** Produce requests under their bounds (no I/O). */
+/** Produce requests under their bounds, and the producer's configuration (no I/O). */
 import { describe, expect, it } from 'vitest';
-import { produceChunks } from '../../src/index.js';
+import { PRODUCER_RETRIES, produceChunks, producerConfig } from '../../src/index.js';
 
 describe('producer', () => {
   it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
@@ -12,5 +12,16 @@ describe('producer', () => {
     expect(produceChunks(msgs, 10, 10_000).map((c) => c.length)).toEqual([6]);
     expect(produceChunks([], 10, 100)).toEqual([]);
     expect(produceChunks([{ key: 'k', value: Buffer.alloc(300) }], 10, 100).map((c) => c.length)).toEqual([1]);
+  });
+
+  it('the producer is idempotent, with what kafkajs and Kafka require of an idempotent producer', () => {
+    const config = producerConfig();
+    expect(config.idempotent).toBe(true);
+    // Kafka remembers the last 5 batches of a producer per partition: at most 5 requests in flight.
+    expect(config.maxInFlightRequests).toBeGreaterThanOrEqual(1);
+    expect(config.maxInFlightRequests).toBeLessThanOrEqual(5);
+    // kafkajs refuses an idempotent producer without retries.
+    expect(config.retry?.retries).toBe(PRODUCER_RETRIES);
+    expect(PRODUCER_RETRIES).toBeGreaterThanOrEqual(1);
   });
 });
