@@ -5,7 +5,7 @@
 #   docker run --rm --env-file otm.env otm:0.1.0 worker --telemetry # any other role: give its arguments
 #
 # Roles (the arguments after the image name): serve (default), ingress, query, worker
-# [--entities] [--telemetry], migrate, validate <file...>. Configuration: environment variables
+# [--entities] [--telemetry], dispatcher, migrate, validate <file...>. Configuration: environment variables
 # (README, "Configuration"); HOST is 0.0.0.0 here so that the port is reachable from outside.
 #
 # This file was not built on the development machine (it has no Docker engine). Its build steps

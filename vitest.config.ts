@@ -74,6 +74,7 @@ export default defineConfig({
       '@otm/ingress': src('services/ingress'),
       '@otm/query': src('services/query'),
       '@otm/worker': src('services/worker'),
+      '@otm/dispatcher': src('services/dispatcher'),
       '@otm/otm': src('services/otm'),
     },
   },

@@ -4,7 +4,7 @@
  *
  *   npm run bench                       full run (builds first)
  *   npm run bench -- --quick            smoke run, a few minutes
- *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, distributed, lag, track
+ *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, push, distributed, lag, track
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
  *   npm run bench -- --only bulk --bulk-threads 0   OTM_BULK_THREADS for every service started (A/B runs)
  *   npm run bench -- --only distributed --service-env KAFKA_LINGER_MS=1   any setting, for every service
@@ -34,6 +34,7 @@ import { embedded } from './scenarios/embedded.mjs';
 import { find } from './scenarios/find.mjs';
 import { growth } from './scenarios/growth.mjs';
 import { lag } from './scenarios/lag.mjs';
+import { push } from './scenarios/push.mjs';
 import { track } from './scenarios/track.mjs';
 import { validate } from './scenarios/validate.mjs';
 
@@ -66,7 +67,7 @@ const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
 const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
 if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO))
   throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
-const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'distributed', 'lag', 'track'];
+const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'push', 'distributed', 'lag', 'track'];
 const only = option('only', undefined)?.split(',');
 for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g}: unknown group (${GROUPS.join(', ')})`);
 const wanted = (g) => (only ? only.includes(g) : true);
@@ -92,6 +93,9 @@ const cfg = {
   findEventsLarge: Number(option('find-events', QUICK ? 1_000_000 : 10_000_000)),
   findRequests: QUICK ? 200 : 1_000,
   findFeedEntries: QUICK ? 50_000 : 200_000,
+  streamClients: Number(option('stream-clients', 1_000)),
+  streamRate: Number(option('stream-rate', 5_000)),
+  streamSeconds: Number(option('stream-seconds', QUICK ? 5 : 20)),
   trackSmall: 100_000,
   trackLarge: Number(option('track-large', QUICK ? 1_000_000 : 10_000_000)),
   trackRuns: QUICK ? 3 : 7,
@@ -117,6 +121,7 @@ const STEPS = [
     run: find,
     failed: [['find: list depth, positions, track growth and rate, feed rate, embedded', '<= 1.5 / <= 20 / <= 2.0 / >= 0.3 / >= 0.3']],
   },
+  { group: 'push', name: 'push', run: push, failed: [['push: stream delivery lag p99, embedded', '<= 250 ms']] },
   { group: 'distributed', name: 'distributed', run: distributed, failed: [['distributed PUT / GET scenarios', '—']] },
   { group: 'bulk', name: 'bulk (distributed)', run: bulkDistributed, failed: [['bulk ingest, distributed', 'retired']] },
   { group: 'lag', name: 'lag', run: lag, failed: [['visibility lag, distributed', '<= 500 ms']] },

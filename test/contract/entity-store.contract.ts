@@ -232,6 +232,34 @@ export function entityStoreContract(name: string, factory: () => Promise<EntityS
       }
     });
 
+    it("the feed's head: a read after it gives exactly the changes made since, of that tenant", async () => {
+      const { store } = await open();
+      const tenant = `head-${randomUUID().slice(0, 8)}`;
+      // An empty feed has a head too, and a read after it is not expired.
+      const empty = await store.feed.head(tenant);
+      expect((await store.feed.read({ tenant, after: empty, limit: 10 })).entries).toEqual([]);
+      const [a, b, c] = [randomUUID(), randomUUID(), randomUUID()];
+      await store.unit(async (tx) => tx.put(tenant, doc('trips', a, 0, { a: 1 })));
+      const afterA = await store.feed.head(tenant);
+      expect(afterA).not.toBe(empty);
+      expect(await store.feed.head(tenant)).toBe(afterA);
+      // Another tenant's changes move only its own head.
+      await store.unit(async (tx) => tx.put(`${tenant}-other`, doc('trips', randomUUID(), 0, { other: true })));
+      expect(await store.feed.head(tenant)).toBe(afterA);
+      await store.unit(async (tx) => {
+        tx.put(tenant, doc('vehicles', b, 0, { b: 1 }));
+        tx.delete(tenant, 'trips', a);
+      });
+      await store.unit(async (tx) => tx.put(tenant, doc('trips', c, 0, { c: 1 })));
+      const since = await store.feed.read({ tenant, after: afterA, limit: 10 });
+      expect(since.entries.map((e) => `${e.op} ${e.kind} ${e.key}`)).toEqual([`put vehicles ${b}`, `delete trips ${a}`, `put trips ${c}`]);
+      // The head is the newest change: its cursor.
+      expect(await store.feed.head(tenant)).toBe(since.entries[2]!.cursor);
+      expect((await store.feed.read({ tenant, after: await store.feed.head(tenant), limit: 10 })).entries).toEqual([]);
+      // From the start, the first change is the one after the empty feed's head.
+      expect((await store.feed.read({ tenant, after: empty, limit: 1 })).entries[0]).toMatchObject({ op: 'put', key: a });
+    });
+
     it('is ready', async () => {
       const { store } = await open();
       expect(await store.ready()).toBe(true);

@@ -2,9 +2,10 @@
  * The distributed deployment as separate processes on loopback, for tests: a Kafka broker (the
  * version docker-compose.yml pins), ClickHouse 18.16 and a private Redis (started by
  * test/infra/services.ts), `otm migrate` (the ClickHouse tables and the Kafka topics), then
- * `otm ingress`, `otm query` and `otm worker` as child processes, and a small router in front that
- * sends GET and HEAD to the query process and everything else to the ingress, so that a client has
- * one base URL as it would behind a gateway.
+ * `otm ingress`, `otm query`, `otm worker` and `otm dispatcher` (webhooks) as child processes, and a
+ * small router in front that sends GET and HEAD to the query process and everything else to the
+ * ingress, so that a client has one base URL as it would behind a gateway (both serve the webhook
+ * subscriptions API).
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
@@ -101,7 +102,12 @@ export async function startCluster(
     processes.set(name, r);
     return r;
   };
-  await Promise.all([startRole('ingress', ['ingress']), startRole('query', ['query']), startRole('worker', ['worker'])]);
+  await Promise.all([
+    startRole('ingress', ['ingress']),
+    startRole('query', ['query']),
+    startRole('worker', ['worker']),
+    startRole('dispatcher', ['dispatcher']),
+  ]);
 
   const target = (method: string | undefined) => new URL(processes.get(method === 'GET' || method === 'HEAD' ? 'query' : 'ingress')!.url);
   const router = http.createServer((req, res) => {

@@ -2,6 +2,7 @@
  * Configuration from environment variables, read once at start, validated, frozen. A bad value
  * stops the process with a message that names the variable.
  */
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { parseTokens, type TokenEntry } from './tokens.js';
@@ -77,11 +78,25 @@ export interface Config {
   readonly feedRetentionMs: number;
   /** Longest window of a vehicle track request, in days. */
   readonly trackMaxDays: number;
+  /** Most open streams (GET /api/v5/stream) of one token in one process; more are answered 429. */
+  readonly streamsPerToken: number;
+  /**
+   * The secret stream tickets are signed with (HMAC-SHA256); undefined: a key derived from the
+   * tokens of OTM_TOKENS, the same in every process given the same tokens.
+   */
+  readonly streamTicketSecret: string | undefined;
   /**
    * How often the telemetry worker copies entity changes from the Redis change feed into
    * ClickHouse's otm_entities (ms); 0: never (docs/analytics.md, "Entity tables").
    */
   readonly entityExportIntervalMs: number;
+  /** Most changes in one webhook delivery (OTM_WEBHOOK_BATCH). */
+  readonly webhookBatch: number;
+  /**
+   * Addresses and ranges webhook deliveries may reach although they are private, loopback, link-local
+   * and so on (OTM_WEBHOOK_ALLOW), as `address/prefix` (IPv4 or IPv6); empty: none.
+   */
+  readonly webhookAllow: readonly AddressRange[];
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -130,6 +145,12 @@ export const CONFIG_VARIABLES = {
   OTM_FEED_RETENTION:
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
   OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
+  OTM_STREAMS_PER_TOKEN: 'most open streams (GET /api/v5/stream) of one token in one process; more get 429 (default 10)',
+  OTM_STREAM_TICKET_SECRET:
+    'secret (32 to 1024 characters) that signs stream tickets, the same in every process; default: a key derived from OTM_TOKENS',
+  OTM_WEBHOOK_BATCH: 'most changes in one webhook delivery (default 100, at most 1000)',
+  OTM_WEBHOOK_ALLOW:
+    'comma-separated addresses or CIDR ranges (IPv4 or IPv6, e.g. 127.0.0.2,10.0.0.0/8) that webhook deliveries may reach although private, loopback or link-local (default: none)',
   OTM_ENTITY_EXPORT_INTERVAL:
     'how often the telemetry worker copies entity changes from Redis into ClickHouse (otm_entities): a number with s or m (default 1s), or off',
   KAFKA_PUBLISH_TIMEOUT_MS: 'longest wait for Kafka to acknowledge a write before answering 503 (default 5000)',
@@ -208,6 +229,61 @@ function url(env: Env, name: string, protocols: readonly string[], required: boo
   return v;
 }
 
+/** An address range: `address/prefix`; a single address has the full prefix (32 or 128). */
+export interface AddressRange {
+  readonly address: string;
+  readonly prefix: number;
+  readonly family: 'ipv4' | 'ipv6';
+}
+
+/**
+ * A list of addresses and CIDR ranges, comma-separated (`127.0.0.2,10.0.0.0/8,::1,fd00::/8`; an
+ * IPv6 address may be in brackets), as node:net's BlockList takes them; throws an Error naming the
+ * first bad entry.
+ */
+export function parseAddressRanges(spec: string): AddressRange[] {
+  const out: AddressRange[] = [];
+  for (const raw of spec.split(',')) {
+    const item = raw.trim();
+    if (item === '') continue;
+    const slash = item.indexOf('/');
+    let address = slash < 0 ? item : item.slice(0, slash);
+    if (address.startsWith('[') && address.endsWith(']')) address = address.slice(1, -1);
+    const version = net.isIP(address);
+    if (version === 0) throw new Error(`'${item}' is not an IP address or a CIDR range (such as 10.0.0.0/8 or fd00::/8)`);
+    const max = version === 4 ? 32 : 128;
+    const prefixText = slash < 0 ? String(max) : item.slice(slash + 1);
+    const prefix = /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
+    if (!(prefix >= 0 && prefix <= max)) throw new Error(`'${item}': the prefix length must be 0 to ${max}`);
+    const family = version === 4 ? 'ipv4' : 'ipv6';
+    // What BlockList itself refuses.
+    try {
+      new net.BlockList().addSubnet(address, prefix, family);
+    } catch (e) {
+      throw new Error(`'${item}': ${(e as Error).message}`);
+    }
+    out.push({ address, prefix, family });
+  }
+  return out;
+}
+
+function addressRanges(env: Env, name: string): AddressRange[] {
+  try {
+    return parseAddressRanges(env[name] ?? '');
+  } catch (e) {
+    throw new ConfigError(name, (e as Error).message);
+  }
+}
+
+/** OTM_STREAM_TICKET_SECRET: 32 to 1024 characters (its value is never echoed), or unset. */
+function ticketSecret(v: string | undefined): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (v.length < 32 || v.length > 1024) {
+    throw new ConfigError('OTM_STREAM_TICKET_SECRET', `must be 32 to 1024 characters (e.g. openssl rand -base64 48), got ${v.length}`);
+  }
+  return v;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const bus = oneOf(env, 'OTM_BUS', ['memory', 'kafka'] as const, 'memory');
   const entityStore = oneOf(env, 'OTM_ENTITY_STORE', ['embedded', 'redis'] as const, 'embedded');
@@ -276,7 +352,11 @@ export function loadConfig(env: Env = process.env): Config {
     connections,
     feedRetentionMs: duration(env, 'OTM_FEED_RETENTION', 7 * 86_400_000, 60_000, 3_650 * 86_400_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
+    streamsPerToken: integer(env, 'OTM_STREAMS_PER_TOKEN', 10, 1, 100_000),
+    streamTicketSecret: ticketSecret(env.OTM_STREAM_TICKET_SECRET),
     entityExportIntervalMs: durationOrOff(env, 'OTM_ENTITY_EXPORT_INTERVAL', 1_000, 1_000, 3_600_000),
+    webhookBatch: integer(env, 'OTM_WEBHOOK_BATCH', 100, 1, 1_000),
+    webhookAllow: Object.freeze(addressRanges(env, 'OTM_WEBHOOK_ALLOW')),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

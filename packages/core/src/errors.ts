@@ -21,6 +21,10 @@ export const ErrorCode = {
   expectationFailed: 'expectationFailed',
   // A change feed cursor older than the feed keeps (OTM_FEED_RETENTION).
   cursorExpired: 'cursorExpired',
+  // More open streams (GET /api/v5/stream) for one token than OTM_STREAMS_PER_TOKEN (429).
+  tooManyStreams: 'tooManyStreams',
+  // More webhook subscriptions for one tenant than the service keeps (409).
+  tooManySubscriptions: 'tooManySubscriptions',
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -64,6 +68,16 @@ export const notFound = (message: string) =>
 
 export const cursorExpired = (message: string) =>
   new OtmServiceError(ErrorCode.cursorExpired, 410, message, { items: [{ type: 'cursorExpired', message }] });
+
+export const tooManyStreams = (message: string, retryAfterSeconds: number) =>
+  new OtmServiceError(ErrorCode.tooManyStreams, 429, message, {
+    items: [{ type: 'tooManyStreams', message }],
+    retryable: true,
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  });
+
+export const tooManySubscriptions = (message: string) =>
+  new OtmServiceError(ErrorCode.tooManySubscriptions, 409, message, { items: [{ type: 'tooManySubscriptions', message }] });
 
 export const unavailable = (message: string, retryAfterSeconds = 5, cause?: unknown) =>
   new OtmServiceError(ErrorCode.unavailable, 503, message, {

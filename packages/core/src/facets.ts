@@ -163,3 +163,40 @@ export function listedFacets(r: ListRecord): string[] {
 /** A list record as stored (JSON), and back. */
 export const encodeListRecord = (r: ListRecord): string => JSON.stringify(r);
 export const decodeListRecord = (s: string): ListRecord => JSON.parse(s) as ListRecord;
+
+/** A change's document as an object; undefined when absent or not a JSON object. */
+export function parseChangeDocument(doc: string | Buffer | undefined): Doc | undefined {
+  if (doc === undefined) return undefined;
+  try {
+    const v: unknown = JSON.parse(typeof doc === 'string' ? doc : doc.toString('utf8'));
+    return isObject(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** What the `vehicle`, `trip` and `eventType` filters of the stream and of webhooks look at (storage keys). */
+export interface ChangeFacts {
+  readonly vehicles: readonly string[];
+  readonly trips: readonly string[];
+  readonly eventType: string | undefined;
+}
+
+/**
+ * The vehicles and trips a change names, one rule for the stream and the webhooks: a vehicle names
+ * itself; a trip itself and its vehicle; an event the vehicle and the trip it is linked to
+ * (event-facts.ts `linkedId`, also through `references`); any other kind its `vehicle`
+ * association (filterValues). A delete, or a put whose version is gone, has no document: only its
+ * own id counts.
+ */
+export function changeFacts(kind: KindSegment, key: string, doc: Doc | undefined): ChangeFacts {
+  const vehicles = kind === 'vehicles' ? [key] : doc === undefined ? [] : [...new Set(filterValues(kind, doc, 'vehicle'))];
+  let trips: string[] = [];
+  if (kind === 'trips') trips = [key];
+  else if (kind === 'events' && doc !== undefined) {
+    const id = linkedId(doc, 'trip');
+    if (id !== '') trips = [storageKey(id)];
+  }
+  const eventType = kind === 'events' && doc !== undefined && typeof doc.eventType === 'string' ? doc.eventType : undefined;
+  return { vehicles, trips, eventType };
+}

@@ -71,3 +71,36 @@ export const entityExportFailures = new Counter({
   help: 'Passes of the entity export that failed (Redis or ClickHouse unavailable); the next pass starts again from the saved cursors',
   registers: [registry],
 });
+
+/** Webhook deliveries (the dispatcher: services/dispatcher). */
+export const webhookAttempts = new Counter({
+  name: 'otm_webhook_attempts_total',
+  help: 'Attempts at delivering a batch of changes to a webhook, by outcome: delivered (2xx), failed (another answer, a timeout, a connection error) or refused (the target address is not allowed)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+export const webhookChanges = new Counter({
+  name: 'otm_webhook_changes_total',
+  help: 'Changes delivered to webhooks (counted once per delivered batch; a batch delivered again after a replay counts again)',
+  registers: [registry],
+});
+
+export const webhookAttemptSeconds = new Histogram({
+  name: 'otm_webhook_attempt_seconds',
+  help: 'Time of one delivery attempt, from connecting to the end of the answer (or the failure)',
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+
+export const webhookSubscriptionsHeld = new Gauge({
+  name: 'otm_webhook_subscriptions_held',
+  help: 'Active webhook subscriptions this process delivers (holds the lease of)',
+  registers: [registry],
+});
+
+export const webhookLag = new Gauge({
+  name: 'otm_webhook_lag_seconds',
+  help: 'Age of the oldest change a subscription of this process had still to deliver when it last read the feed (largest over its subscriptions)',
+  registers: [registry],
+});

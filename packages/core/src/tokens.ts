@@ -14,6 +14,12 @@ export interface TokenEntry {
 export interface Principal {
   readonly tenant: string;
   readonly scopes: ReadonlySet<Scope>;
+  /**
+   * Which credential this is, never the credential itself: for an OTM_TOKENS entry the token's
+   * SHA-256 in hex. What is counted per token (open streams) is counted by it; it is secret-derived,
+   * so nothing shows it as it is (the stream tickets carry a keyed hash of it).
+   */
+  readonly id?: string;
 }
 
 const TENANT_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
@@ -71,6 +77,6 @@ export class TokenVerifier {
     for (const e of this.entries) {
       if (timingSafeEqual(d, e.digest) && found === undefined) found = e;
     }
-    return found && { tenant: found.tenant, scopes: found.scopes };
+    return found && { tenant: found.tenant, scopes: found.scopes, id: found.digest.toString('hex') };
   }
 }

@@ -1,5 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { FACET_VALUE_MAX, facet, facetsOf, filterValues, listedFacets, trackFix, storageKey } from '../src/index.js';
+import {
+  FACET_VALUE_MAX,
+  changeFacts,
+  facet,
+  facetsOf,
+  filterValues,
+  listedFacets,
+  parseChangeDocument,
+  trackFix,
+  storageKey,
+} from '../src/index.js';
 
 const V = '7b000000-0000-4000-8000-000000000001';
 
@@ -79,5 +89,32 @@ describe('trackFix', () => {
     expect(trackFix({ ...event, eventType: 'sensorUpdateEvent' }, 0, storageKey)).toBeUndefined();
     expect(trackFix({ ...event, vehicle: undefined }, 0, storageKey)).toBeUndefined();
     expect(trackFix({ ...event, geoReference: { type: 'latLonPointGeoReference' } }, 0, storageKey)).toBeUndefined();
+  });
+});
+
+describe('changeFacts (the stream and webhook filters)', () => {
+  const V = '3f2b6c1e-9d4a-4f7b-8c2e-1a2b3c4d5e6f';
+  const T = '5a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d';
+  const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+  it('a vehicle names itself; a trip itself and its vehicle; an event its vehicle, trip and type', () => {
+    expect(changeFacts('vehicles', V, undefined)).toEqual({ vehicles: [V], trips: [], eventType: undefined });
+    expect(changeFacts('trips', T, { vehicle: ref('vehicle', V.toUpperCase()) })).toEqual({
+      vehicles: [V],
+      trips: [T],
+      eventType: undefined,
+    });
+    const event = { eventType: 'locationUpdateEvent', vehicle: ref('vehicle', V), references: [ref('trip', T)] };
+    expect(changeFacts('events', 'e1', event)).toEqual({ vehicles: [V], trips: [T], eventType: 'locationUpdateEvent' });
+  });
+  it('another kind names its vehicle; a change without a document names only itself', () => {
+    expect(changeFacts('consignments', 'c1', { vehicle: ref('vehicle', V) }).vehicles).toEqual([V]);
+    expect(changeFacts('events', 'e1', undefined)).toEqual({ vehicles: [], trips: [], eventType: undefined });
+    expect(changeFacts('trips', T, undefined)).toEqual({ vehicles: [], trips: [T], eventType: undefined });
+  });
+  it('parses only JSON objects', () => {
+    expect(parseChangeDocument(Buffer.from('{"a":1}'))).toEqual({ a: 1 });
+    expect(parseChangeDocument('[1]')).toBeUndefined();
+    expect(parseChangeDocument('{')).toBeUndefined();
+    expect(parseChangeDocument(undefined)).toBeUndefined();
   });
 });

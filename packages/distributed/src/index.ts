@@ -23,3 +23,4 @@ export { tsvEncoder, tsvLine } from './clickhouse/tsv.js';
 export { columnsTrackFix, eventColumns, normaliseQuantity, type EventColumns, type Normalised } from './clickhouse/columns.js';
 export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js';
 export { RedisFeedExport } from './redis/feed-export.js';
+export { RedisSubscriptionStore } from './redis/subscriptions.js';

@@ -159,6 +159,17 @@ export class LmdbFeed {
   ) {}
 
   /**
+   * The tenant's end (ChangeFeed.head): the number of its newest entry, by one reverse read; with
+   * none, its floor (what retention removed last; a read after it is not expired), else 0.
+   */
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: as the port says
+  async head(tenant: string): Promise<string> {
+    const last = firstKey(this.feed, { start: `${tenant}${SEP}${END}`, end: `${tenant}${SEP}`, reverse: true });
+    if (last !== undefined) return String(Number(last.slice(tenant.length + 1)));
+    return String(Number(this.meta.get(floorKey(tenant)) ?? 0));
+  }
+
+  /**
    * Entries after `after` in order, of the kinds asked for. At most SCAN_FACTOR × limit entries are
    * looked at, so that a read through a long run of other kinds ends; `next` is the last one looked
    * at, from which the client goes on.

@@ -1,5 +1,6 @@
 export { MemoryBus, type MemoryBusOptions } from './memory-bus.js';
 export { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from './lmdb-store.js';
+export { LmdbSubscriptionStore } from './subscriptions.js';
 export {
   LogEventStore,
   DEFAULT_SEGMENT_BYTES,

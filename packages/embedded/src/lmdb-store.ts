@@ -12,6 +12,7 @@
  * - `lists` and `list-records`: the entities by facet in keyset order (lists.ts);
  * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
  * - `positions`: the vehicles' latest positions (positions.ts);
+ * - `subscriptions` and `subscription-deliveries`: webhook subscriptions (subscriptions.ts);
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
  *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-time`,
  *   `event-vehicle` and `event-records`: its lists, which are also the tracks
@@ -54,6 +55,7 @@ import { FeedSeq, LmdbFeed } from './feed.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 import { pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
 import { LmdbPositions, type Fix } from './positions.js';
+import { LmdbSubscriptionStore } from './subscriptions.js';
 
 /** How long the feed keeps changes by default (OTM_FEED_RETENTION). */
 export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
@@ -264,7 +266,10 @@ class LmdbEntityStore implements EntityStore {
     settled: () => Promise<void>,
   ) {
     // Telemetry events reach the feed and positions in the event log's index commit: wait for it.
-    this.feed = { read: async (q) => (await settled(), shared.feed.read(q)) };
+    this.feed = {
+      read: async (q) => (await settled(), shared.feed.read(q)),
+      head: async (tenant) => (await settled(), shared.feed.head(tenant)),
+    };
     this.positions = {
       positions: async (tenant: string): Promise<readonly LatestPosition[]> => (await settled(), shared.positions.positions(tenant)),
     };
@@ -407,6 +412,8 @@ class LmdbEntityStore implements EntityStore {
 export interface EmbeddedStores {
   readonly entities: EntityStore;
   readonly events: LogEventStore;
+  /** Webhook subscriptions and their deliveries (subscriptions.ts), in the same environment. */
+  readonly subscriptions: LmdbSubscriptionStore;
   /**
    * Removes the feed entries older than the retention (as if it were `now`); returns how many. Run
    * at open and every minute; tests and tools may run it when they like.
@@ -499,6 +506,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
   return {
     entities: new LmdbEntityStore(dbs, shared, () => events.settled()),
     events,
+    subscriptions: new LmdbSubscriptionStore(root, db('subscriptions'), db('subscription-deliveries')),
     sweepFeed,
     close: async () => {
       try {

@@ -142,6 +142,9 @@ describe('embedded change feed', () => {
     expect(expired).toMatchObject({ status: 410, code: 'cursorExpired' });
     // A cursor at the last change removed misses nothing: not expired.
     expect(await s.entities.feed.read({ tenant: 't', after: b!.cursor, limit: 5 })).toEqual({ entries: [] });
+    // The head of a feed retention emptied is that change (a read after it is not expired).
+    expect(await s.entities.feed.head('t')).toBe(b!.cursor);
+    expect(await s.entities.feed.head('v')).toBe('0');
     // The other tenant's floor is its own.
     expect(await s.entities.feed.read({ tenant: 'v', after: '1', limit: 5 })).toEqual({ entries: [] });
 

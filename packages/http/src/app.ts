@@ -45,6 +45,15 @@ declare module 'fastify' {
      * any other `Content-Encoding` than these or `identity` gets 415 before its body is read.
      */
     contentEncodings?: readonly string[];
+    /**
+     * A route that a browser's `EventSource` opens (it cannot send headers; GET /api/v5/stream):
+     * the principal of a short-lived `?ticket=`, which stands in for the Authorization header when
+     * that is absent (undefined: not a valid ticket, 401). A token in the URL (`?token=`,
+     * `?access_token=`) is refused with 400 there, before authentication.
+     */
+    ticket?: (ticket: string) => Principal | undefined;
+    /** A POST that reads no body: an empty one is fine, whatever its Content-Type. */
+    bodyless?: boolean;
   }
 }
 
@@ -293,7 +302,9 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     (req, body, done) => {
       let bytes = body as Buffer;
       // A GET or DELETE sent with a JSON content type but no body has nothing to parse.
-      if (bytes.length === 0 && req.method !== 'PUT' && req.method !== 'POST') return done(null, undefined);
+      if (bytes.length === 0 && ((req.method !== 'PUT' && req.method !== 'POST') || req.routeOptions.config?.bodyless === true)) {
+        return done(null, undefined);
+      }
       if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) bytes = bytes.subarray(3);
       let text: string;
       try {
@@ -337,6 +348,37 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     const scope = req.routeOptions.config?.scope;
     if (scope === undefined) return done();
     const header = req.headers.authorization;
+    const ticket = req.routeOptions.config?.ticket;
+    if (ticket !== undefined) {
+      const q = (req.query ?? {}) as Record<string, unknown>;
+      const inUrl = ['token', 'access_token'].find((name) => q[name] !== undefined);
+      if (inUrl !== undefined) {
+        send(reply, 400, [
+          {
+            type: 'invalidField',
+            field: inUrl,
+            message:
+              'a token never goes in a URL (URLs are logged): send it in the Authorization header, or get a stream ticket from POST /api/v5/stream/tickets and pass ?ticket=',
+          },
+        ]);
+        return;
+      }
+      if (header === undefined && q.ticket !== undefined) {
+        const principal = typeof q.ticket === 'string' ? ticket(q.ticket) : undefined;
+        if (principal === undefined) {
+          send(reply, 401, [{ type: 'unauthorized', message: 'the stream ticket is not valid or has expired: get a new one' }], {
+            'www-authenticate': 'Bearer realm="otm", error="invalid_token"',
+          });
+          return;
+        }
+        if (!principal.scopes.has(scope)) {
+          send(reply, 403, [{ type: 'forbidden', message: `this ticket lacks the '${scope}' scope` }]);
+          return;
+        }
+        req.principal = principal;
+        return done();
+      }
+    }
     const last = lastAuth.get(req.socket);
     let principal: Principal | undefined;
     let m: RegExpExecArray | null = null;

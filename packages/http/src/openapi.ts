@@ -281,6 +281,224 @@ export function openApiDocument(): Record<string, unknown> {
       security: [{ BearerToken: [] }],
     },
   };
+  paths['/api/v5/stream'] = {
+    get: {
+      operationId: 'streamChanges',
+      summary: "Extension: the tenant's changes as they happen, as Server-Sent Events",
+      description:
+        'One event per change of the feed (GET /api/v5/changes): `id:` its cursor, `event: put` or `delete`, `data:` the item /changes answers. ' +
+        'A comment at least every 15 s. Starts at the end of the feed (only new changes), or after `Last-Event-ID` (header; else `lastEventId`), ' +
+        'within OTM_FEED_RETENTION, with nothing missed. `snapshot=positions` first sends the latest positions of the matching vehicles ' +
+        '(event `position`, no id). Authenticate with the Authorization header, or with `ticket` from POST /api/v5/stream/tickets; never a token in the URL. ' +
+        'Filters combine: `vehicle` takes the vehicle itself, trips with it as their vehicle and events linked to it; `trip` the trip itself and events linked to it ' +
+        '(a delete, having no document left, only when it deletes that vehicle or trip).',
+      tags: ['Extensions'],
+      parameters: [
+        {
+          name: 'kinds',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'comma-separated kinds, e.g. trips,events',
+        },
+        { name: 'vehicle', in: 'query', required: false, schema: { type: 'string' }, description: 'the id of a vehicle' },
+        { name: 'trip', in: 'query', required: false, schema: { type: 'string' }, description: 'the id of a trip' },
+        { name: 'snapshot', in: 'query', required: false, schema: { type: 'string', enum: ['positions'] } },
+        {
+          name: 'Last-Event-ID',
+          in: 'header',
+          required: false,
+          schema: { type: 'string' },
+          description: 'the id of the last event received: resume after it',
+        },
+        {
+          name: 'lastEventId',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'as Last-Event-ID, for clients that cannot set it (the header wins)',
+        },
+        {
+          name: 'ticket',
+          in: 'query',
+          required: false,
+          schema: { type: 'string' },
+          description: 'a stream ticket, instead of the Authorization header',
+        },
+      ],
+      responses: {
+        '200': {
+          description: 'The stream, until the client or the service closes it',
+          content: {
+            'text/event-stream': {
+              schema: { type: 'string', description: 'events whose data is a change (see the `change` schema) or a position' },
+            },
+          },
+        },
+        '400': {
+          description:
+            'An unknown parameter, a bad value, a Last-Event-ID that is not a cursor of the feed, or a token in the URL (`token`, `access_token`), named in `field`',
+          content: json(ref('clientError')),
+        },
+        '410': errorAnswer('The Last-Event-ID is older than the feed keeps (OTM_FEED_RETENTION): start again without one'),
+        '429': errorAnswer('The token has OTM_STREAMS_PER_TOKEN streams open in this process (with Retry-After)'),
+        ...common,
+        '401': errorAnswer(
+          'No bearer token and no ticket, or an unknown token, or a ticket not valid or expired (with WWW-Authenticate: Bearer)',
+        ),
+      },
+      security: [{ BearerToken: [] }, { StreamTicket: [] }],
+    },
+  };
+  paths['/api/v5/stream/tickets'] = {
+    post: {
+      operationId: 'createStreamTicket',
+      summary: 'Extension: a short-lived ticket for GET /api/v5/stream?ticket=, for clients that cannot send headers (EventSource)',
+      description:
+        'Good for 60 seconds, for GET /api/v5/stream only, with the tenant and scopes of the token; counts as the token against OTM_STREAMS_PER_TOKEN. ' +
+        'A stream opened with it stays open after it expires; to resume, get a new one.',
+      tags: ['Extensions'],
+      responses: {
+        '200': {
+          description: 'The ticket',
+          content: json({
+            type: 'object',
+            required: ['ticket', 'expiresAt'],
+            properties: { ticket: { type: 'string' }, expiresAt: { type: 'string', format: 'date-time' } },
+          }),
+        },
+        '400': { description: 'A query parameter', content: json(ref('clientError')) },
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  // Webhooks (services/dispatcher): subscriptions and their deliveries.
+  const subscriptionId = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
+  const subscriptionAnswer = (description: string) => ({ description, content: json(ref('subscription')) });
+  const noSubscription = errorAnswer('No such subscription for this tenant');
+  paths['/api/v5/subscriptions'] = {
+    post: {
+      operationId: 'createSubscription',
+      summary: "Extension: a webhook: the tenant's changes POSTed to a URL, in signed batches",
+      description:
+        'Deliveries are JSON POSTs of `{"deliveryId", "subscription", "changes": [items as GET /api/v5/changes answers them]}`, at most ' +
+        'OTM_WEBHOOK_BATCH changes (or what arrived within 1 s), in feed order, signed with `OTM-Signature: t=<unix seconds>,v1=<hex ' +
+        'HMAC-SHA256 of "<t>.<body>" with the secret>`, at least once (deduplicate by cursor). A 2xx answer delivers; anything else (3xx ' +
+        'included: redirects are not followed) is retried with exponential backoff for 24 h, then the subscription is paused. ' +
+        'The URL must be http(s), at most 2048 characters, without credentials; loopback, private, link-local, CGNAT, multicast and ' +
+        'metadata addresses are refused (at creation for a literal address, at every connection for a name) unless OTM_WEBHOOK_ALLOW lists them. ' +
+        'Starts at the current end of the feed, or after `from`. The answer shows the secret (made when not given); later ones mask it.',
+      tags: ['Webhooks', 'Extensions'],
+      requestBody: { required: true, content: json(ref('subscriptionRequest')) },
+      responses: {
+        '201': subscriptionAnswer('The subscription, with its secret in full (Location: its path)'),
+        '400': { description: 'A bad or unknown member, named in `field`; a URL that is refused', content: json(ref('clientError')) },
+        '409': errorAnswer('The tenant has the most subscriptions allowed (100)'),
+        '410': errorAnswer('`from` is older than the feed keeps'),
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+    get: {
+      operationId: 'listSubscriptions',
+      summary: "Extension: the tenant's webhook subscriptions, oldest first (secrets masked)",
+      tags: ['Webhooks', 'Extensions'],
+      responses: {
+        '200': {
+          description: 'Every subscription of the tenant',
+          content: json({ type: 'object', required: ['items'], properties: { items: { type: 'array', items: ref('subscription') } } }),
+        },
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/subscriptions/{id}'] = {
+    get: {
+      operationId: 'getSubscription',
+      summary: 'Extension: a webhook subscription: its state, why it was paused, its cursor (secret masked)',
+      tags: ['Webhooks', 'Extensions'],
+      parameters: [subscriptionId],
+      responses: {
+        '200': subscriptionAnswer('The subscription'),
+        '400': { description: 'A malformed id', content: json(ref('clientError')) },
+        '404': noSubscription,
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+    delete: {
+      operationId: 'deleteSubscription',
+      summary: 'Extension: stop and remove a webhook subscription with its deliveries',
+      tags: ['Webhooks', 'Extensions'],
+      parameters: [subscriptionId],
+      responses: {
+        '204': { description: 'Removed' },
+        '400': { description: 'A malformed id', content: json(ref('clientError')) },
+        '404': noSubscription,
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/subscriptions/{id}/deliveries'] = {
+    get: {
+      operationId: 'listSubscriptionDeliveries',
+      summary: "Extension: a webhook subscription's recent delivery attempts, newest first (the last 100)",
+      tags: ['Webhooks', 'Extensions'],
+      parameters: [
+        subscriptionId,
+        { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 100, default: 100 } },
+      ],
+      responses: {
+        '200': {
+          description: 'The attempts',
+          content: json({ type: 'object', required: ['items'], properties: { items: { type: 'array', items: ref('deliveryAttempt') } } }),
+        },
+        '400': { description: 'A malformed id or limit', content: json(ref('clientError')) },
+        '404': noSubscription,
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/subscriptions/{id}/replay'] = {
+    post: {
+      operationId: 'replaySubscription',
+      summary: 'Extension: deliver again the changes after a feed cursor (the subscription goes back to it)',
+      description: 'A paused subscription stays paused: resume it to deliver.',
+      tags: ['Webhooks', 'Extensions'],
+      parameters: [
+        subscriptionId,
+        {
+          name: 'cursor',
+          in: 'query',
+          required: true,
+          schema: { type: 'string' },
+          description: "a cursor of GET /api/v5/changes (an item's or a `next`)",
+        },
+      ],
+      responses: {
+        '200': subscriptionAnswer('The subscription, at its new cursor'),
+        '400': { description: 'A missing cursor, or one that is not of this feed', content: json(ref('clientError')) },
+        '404': noSubscription,
+        '410': errorAnswer('The cursor is older than the feed keeps (OTM_FEED_RETENTION)'),
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/subscriptions/{id}/resume'] = {
+    post: {
+      operationId: 'resumeSubscription',
+      summary: 'Extension: a paused webhook subscription goes on where it stopped (its cursor)',
+      tags: ['Webhooks', 'Extensions'],
+      parameters: [subscriptionId],
+      responses: { '200': subscriptionAnswer('The subscription, active'), '404': noSubscription, ...common },
+      security: [{ BearerToken: [] }],
+    },
+  };
   paths['/healthz'] = { get: { operationId: 'health', tags: ['Operations'], responses: { '200': { description: 'The process runs' } } } };
   paths['/readyz'] = {
     get: {
@@ -302,7 +520,15 @@ export function openApiDocument(): Record<string, unknown> {
     },
     paths,
     components: {
-      securitySchemes: { BearerToken: { type: 'http', scheme: 'bearer' } },
+      securitySchemes: {
+        BearerToken: { type: 'http', scheme: 'bearer' },
+        StreamTicket: {
+          type: 'apiKey',
+          in: 'query',
+          name: 'ticket',
+          description: 'from POST /api/v5/stream/tickets; GET /api/v5/stream only',
+        },
+      },
       schemas: {
         ...MODEL.schemas,
         errorItems: {
@@ -342,6 +568,64 @@ export function openApiDocument(): Record<string, unknown> {
             speedKmh: { type: 'number' },
             heading: { type: 'number' },
             eventId: { type: 'string', format: 'uuid' },
+          },
+        },
+        subscriptionRequest: {
+          type: 'object',
+          required: ['url'],
+          additionalProperties: false,
+          properties: {
+            url: { type: 'string', format: 'uri', maxLength: 2048, description: 'http or https, without credentials' },
+            kinds: {
+              type: 'array',
+              minItems: 1,
+              items: { type: 'string', enum: KINDS.map((k) => k.segment) },
+              description: 'absent: every kind',
+            },
+            filter: ref('subscriptionFilter'),
+            secret: { type: 'string', minLength: 16, maxLength: 256, description: 'absent: 32 random bytes in hex are made' },
+            from: { type: 'string', description: 'a feed cursor: deliver the changes after it (absent: only changes from now on)' },
+          },
+        },
+        subscriptionFilter: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            vehicle: { type: 'string', description: 'the vehicle, and the documents naming it as their vehicle (trips, events, ...)' },
+            trip: { type: 'string', description: 'the trip, and the events linked to it' },
+            eventType: { type: 'string', description: 'events of this type only' },
+          },
+        },
+        subscription: {
+          type: 'object',
+          required: ['id', 'url', 'kinds', 'filter', 'secret', 'state', 'createdAt'],
+          properties: {
+            id: { type: 'string', format: 'uuid' },
+            url: { type: 'string' },
+            kinds: { type: ['array', 'null'], items: { type: 'string' }, description: 'null: every kind' },
+            filter: ref('subscriptionFilter'),
+            secret: { type: 'string', description: 'in full when just made, else `****` and its last 4 characters' },
+            state: { type: 'string', enum: ['active', 'paused'] },
+            reason: { type: 'string', description: 'why it was paused' },
+            cursor: { type: 'string', description: 'the feed cursor of the last change delivered or passed over' },
+            failingSince: { type: 'string', format: 'date-time', description: 'while a batch is being retried: its first failure' },
+            createdAt: { type: 'string', format: 'date-time' },
+          },
+        },
+        deliveryAttempt: {
+          type: 'object',
+          required: ['id', 'at', 'attempt', 'changes', 'firstCursor', 'lastCursor', 'outcome', 'durationMs'],
+          properties: {
+            id: { type: 'string', description: 'the batch (the OTM-Delivery header)' },
+            at: { type: 'string', format: 'date-time' },
+            attempt: { type: 'integer', minimum: 1 },
+            changes: { type: 'integer' },
+            firstCursor: { type: 'string' },
+            lastCursor: { type: 'string' },
+            outcome: { type: 'string', enum: ['delivered', 'failed', 'refused'] },
+            status: { type: 'integer', description: 'the HTTP status answered' },
+            error: { type: 'string', description: 'what went wrong' },
+            durationMs: { type: 'integer' },
           },
         },
         bulkResult: {

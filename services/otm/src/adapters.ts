@@ -3,7 +3,7 @@
  * entity store or Redis, the embedded event log (indexed in LMDB) or ClickHouse. Embedded adapters share one data
  * folder; the distributed ones are clients of their servers.
  */
-import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type Logger } from '@otm/core';
+import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type Logger, type SubscriptionStore } from '@otm/core';
 import {
   ClickHouseEventStore,
   DEFAULT_TOPIC_PARTITIONS,
@@ -19,6 +19,8 @@ export interface Adapters {
   readonly bus: Bus;
   readonly entities: EntityStore;
   readonly events: EventStore;
+  /** Webhook subscriptions: beside the entity store (Redis, or the LMDB environment). */
+  readonly subscriptions: SubscriptionStore;
   /** Creates ClickHouse tables and Kafka topics where those are used (idempotent). */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -95,11 +97,13 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
       ? new ClickHouseEventStore({ url: config.clickhouseUrl!, ...(opts.clickhouseDatabase ? { database: opts.clickhouseDatabase } : {}) })
       : undefined;
   const events: EventStore = clickhouse ?? lmdb().events;
+  const subscriptions: SubscriptionStore = redis?.subscriptions ?? lmdb().subscriptions;
 
   return {
     bus,
     entities,
     events,
+    subscriptions,
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {

@@ -13,6 +13,7 @@ commands:
   query                         the distributed query service: GET
   worker [--entities] [--telemetry]
                                 the workers (both unless one is named): bus to stores
+  dispatcher                    the webhook dispatcher: delivers the subscriptions' changes (any number of processes)
   migrate                       create the ClickHouse tables and Kafka topics (idempotent)
   validate [--kind K] <file...> check OTM documents offline, with the same errors as the API
   help                          this text
@@ -80,7 +81,12 @@ async function run(command: string, roles: Roles): Promise<number> {
     telemetry,
     connections: config.connections,
     trackMaxDays: config.trackMaxDays,
+    streams: {
+      perToken: config.streamsPerToken,
+      ...(config.streamTicketSecret === undefined ? {} : { ticketSecret: config.streamTicketSecret }),
+    },
     entityExport: config.entityExportIntervalMs > 0 ? { intervalMs: config.entityExportIntervalMs } : false,
+    webhooks: { batch: config.webhookBatch, allow: config.webhookAllow },
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =
@@ -130,6 +136,8 @@ export async function main(argv: string[]): Promise<number> {
         return await run('query', { ingress: false, query: true, entityWorker: false, telemetryWorker: false });
       case 'worker':
         return await run('worker', workerRoles(rest));
+      case 'dispatcher':
+        return await run('dispatcher', { ingress: false, query: false, entityWorker: false, telemetryWorker: false, dispatcher: true });
       case 'migrate':
         return await migrate();
       case 'validate':

@@ -16,6 +16,10 @@ export async function createEmbeddedService(
     readonly bulkThreadMinBytes?: number;
     /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
     readonly connections?: Partial<ConnectionLimits>;
+    /** The stream's settings (createService `streams`). */
+    readonly streams?: Parameters<typeof createService>[2]['streams'];
+    /** Webhooks: batch, allowed addresses, the dispatcher's timings (createService `webhooks`). */
+    readonly webhooks?: Parameters<typeof createService>[2]['webhooks'];
   },
   tokens: readonly TokenEntry[],
   logger: Logger,
@@ -40,5 +44,7 @@ export async function createEmbeddedService(
     bulkThreads: config.bulkThreads,
     bulkThreadMinBytes: config.bulkThreadMinBytes,
     connections: config.connections,
+    streams: config.streams,
+    webhooks: config.webhooks,
   });
 }

@@ -1,15 +1,34 @@
 /**
  * One process of the service: any set of the roles (ingress, query, entity worker, telemetry
- * worker, which also runs the entity export where the stores offer it) over any adapters. `otm serve` runs them all in one process; `otm ingress`, `otm query`
- * and `otm worker` run one role each. Every process answers /healthz, /readyz and /metrics.
+ * worker, which also runs the entity export where the stores offer it, webhook dispatcher) over any adapters. `otm serve` runs them all in one process; `otm ingress`, `otm query`,
+ * `otm worker` and `otm dispatcher` run one role each. Every process answers /healthz, /readyz and /metrics.
  */
 import type { FastifyInstance } from 'fastify';
 import { precompile } from '@otm/model';
-import { TOPICS, TokenVerifier, type ConnectionLimits, type Logger, type Subscription, type TokenEntry } from '@otm/core';
+import {
+  DEFAULT_CONNECTION_LIMITS,
+  TOPICS,
+  TokenVerifier,
+  type ConnectionLimits,
+  type Logger,
+  type Subscription,
+  type TokenEntry,
+} from '@otm/core';
 import { createHttpApp, methodNotAllowed } from '@otm/http';
 import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
-import { Finder, Query, registerQueryRoutes } from '@otm/query';
+import {
+  Finder,
+  Query,
+  StreamHub,
+  StreamTickets,
+  registerQueryRoutes,
+  registerStreamRoutes,
+  registerStreamTicketRoute,
+  streamTicketKey,
+  type StreamOptions,
+} from '@otm/query';
 import { entityWorker, startEntityExport, telemetryWorker, type EntityExportOptions, type TelemetryBatching } from '@otm/worker';
+import { Dispatcher, registerSubscriptionRoutes, type DispatcherOptions } from '@otm/dispatcher';
 import type { Adapters } from './adapters.js';
 
 export interface Roles {
@@ -17,9 +36,11 @@ export interface Roles {
   readonly query: boolean;
   readonly entityWorker: boolean;
   readonly telemetryWorker: boolean;
+  /** The webhook dispatcher (`otm dispatcher`; in `otm serve`). */
+  readonly dispatcher?: boolean;
 }
 
-export const ALL_ROLES: Roles = { ingress: true, query: true, entityWorker: true, telemetryWorker: true };
+export const ALL_ROLES: Roles = { ingress: true, query: true, entityWorker: true, telemetryWorker: true, dispatcher: true };
 
 export interface Service {
   readonly app: FastifyInstance;
@@ -62,6 +83,18 @@ export async function createService(
      * second, where the stores offer it.
      */
     entityExport?: EntityExportOptions | false;
+    /**
+     * The stream (GET /api/v5/stream): streams per token (OTM_STREAMS_PER_TOKEN, default 10), the
+     * ticket secret (OTM_STREAM_TICKET_SECRET; default: derived from `tokens`), and for tests the
+     * heartbeat (default 15 s, at most half the idle timeout), poll interval and pending bound.
+     */
+    streams?: Partial<Omit<StreamOptions, 'logger'>> & { ticketSecret?: string };
+    /**
+     * Webhooks: the batch size (OTM_WEBHOOK_BATCH), the addresses allowed although private
+     * (OTM_WEBHOOK_ALLOW), and for tests the dispatcher's timings (retry window, linger, poll)
+     * and the most subscriptions of a tenant.
+     */
+    webhooks?: Partial<DispatcherOptions> & { maxPerTenant?: number };
   },
 ): Promise<Service> {
   const { bus, entities, events } = adapters;
@@ -96,7 +129,7 @@ export async function createService(
     readiness: async () => {
       const checks: Record<string, boolean> = {};
       if (roles.ingress || roles.entityWorker || roles.telemetryWorker) checks.bus = await bus.ready();
-      if (roles.ingress || roles.query || roles.entityWorker) checks.entityStore = await entities.ready();
+      if (roles.ingress || roles.query || roles.entityWorker || roles.dispatcher) checks.entityStore = await entities.ready();
       if (roles.ingress || roles.query || roles.telemetryWorker) checks.eventStore = await events.ready();
       return checks;
     },
@@ -111,15 +144,32 @@ export async function createService(
       bulkChecker,
     });
   }
+  // Stream tickets are signed with a key every process derives alike: any of them gives and takes them.
+  const tickets = roles.ingress || roles.query ? new StreamTickets(streamTicketKey(opts.tokens, opts.streams?.ticketSecret)) : undefined;
+  if (tickets) registerStreamTicketRoute(app, tickets);
   if (roles.query) {
-    registerQueryRoutes(app, new Query({ entities, events }), new Finder({ entities, events }), {
+    const finder = new Finder({ entities, events });
+    registerQueryRoutes(app, new Query({ entities, events }), finder, {
       trackMaxDays: opts.trackMaxDays ?? 31,
     });
+    // A heartbeat at least twice within the idle timeout, which would close a quiet stream.
+    const idleMs = opts.connections?.idleTimeoutMs ?? DEFAULT_CONNECTION_LIMITS.idleTimeoutMs;
+    const { ticketSecret: _secret, ...streams } = opts.streams ?? {};
+    const hub = new StreamHub(finder, {
+      perToken: 10,
+      heartbeatMs: Math.max(10, Math.min(15_000, Math.floor(idleMs / 2))),
+      ...streams,
+      logger: logger.child({ component: 'stream' }),
+    });
+    registerStreamRoutes(app, hub, tickets!);
+    methodNotAllowed(app, '/api/v5/stream', ['GET']);
     for (const path of ['/api/v5/changes', '/api/v5/vehicles/positions', '/api/v5/vehicles/:uuid/track']) {
       methodNotAllowed(app, path, ['GET', 'HEAD']);
     }
   }
   if (roles.ingress || roles.query) {
+    if (!roles.query) methodNotAllowed(app, '/api/v5/stream', ['GET'], []);
+    methodNotAllowed(app, '/api/v5/stream/tickets', ['POST']);
     methodNotAllowed(
       app,
       '/api/v5/:kind',
@@ -130,6 +180,26 @@ export async function createService(
     methodNotAllowed(app, '/api/v5/:kind/:uuid', ['GET', 'HEAD', 'DELETE'], one);
   }
 
+  // Webhooks: the dispatcher delivers; the subscriptions API is served by every process that serves
+  // the API (query and ingress), so that a proxy that routes by method finds all of it.
+  const { maxPerTenant, ...dispatching } = opts.webhooks ?? {};
+  const dispatcher = roles.dispatcher
+    ? new Dispatcher(
+        { store: adapters.subscriptions, source: new Finder({ entities, events }), logger: logger.child({ component: 'dispatcher' }) },
+        dispatching,
+      )
+    : undefined;
+  dispatcher?.start();
+  if (roles.ingress || roles.query) {
+    registerSubscriptionRoutes(app, {
+      store: adapters.subscriptions,
+      feed: entities.feed,
+      allow: dispatching.allow ?? [],
+      ...(maxPerTenant === undefined ? {} : { maxPerTenant }),
+      ...(dispatcher === undefined ? {} : { onChange: (tenant: string, id: string) => dispatcher.notify(tenant, id) }),
+    });
+  }
+
   let closed = false;
   return {
     app,
@@ -137,6 +207,7 @@ export async function createService(
       if (closed) return;
       closed = true;
       await app.close();
+      await dispatcher?.close();
       await bulkChecker?.close();
       for (const s of subscriptions) await s.close();
       await exporter?.close();

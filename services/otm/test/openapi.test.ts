@@ -34,6 +34,12 @@ describe('GET /api/v5/openapi.json', () => {
     expect(doc.paths['/api/v5/changes'].get.responses).toHaveProperty('410');
     expect(doc.paths['/api/v5/vehicles/{UUID}/track'].get.responses['200'].content).toHaveProperty('application/gpx+xml');
     expect(doc.paths['/api/v5/vehicles/positions'].get.operationId).toBe('getLatestPositions');
+    // The stream: Server-Sent Events, its 410 and 429; its tickets.
+    const stream = doc.paths['/api/v5/stream'].get;
+    expect(stream.responses['200'].content).toHaveProperty('text/event-stream');
+    expect(Object.keys(stream.responses)).toEqual(expect.arrayContaining(['400', '401', '410', '429']));
+    expect(doc.paths['/api/v5/stream/tickets'].post.operationId).toBe('createStreamTicket');
+    expect(doc.components.schemas.errorItems.items.properties.type.enum).toContain('tooManyStreams');
     const operationIds = Object.values(doc.paths).flatMap((p) =>
       Object.values(p as Record<string, { operationId?: string }>).map((o) => o.operationId),
     );

@@ -14,6 +14,7 @@ import {
   eventTimeMs,
   type ChangeFeed,
   type DocumentReader,
+  type FeedEntry,
   type LatestPosition,
   type ListPosition,
   type Lister,
@@ -167,27 +168,29 @@ export class Finder {
       ...(cursor === undefined ? {} : { after: cursor }),
       ...(kinds === undefined ? {} : { kinds }),
     });
-    const docs = await Promise.all(
-      page.entries.map((e) =>
-        e.op === 'delete' || e.doc !== undefined
+    const docs = await this.documents(tenant, page.entries);
+    const items = page.entries.map((e, i) => changeItem(e, docs[i]));
+    return { items, next: page.next ?? cursor };
+  }
+
+  /** The tenant's change feed, as the stream (stream.ts) reads it. */
+  get feed(): ChangeFeed {
+    return this.deps.entities.feed;
+  }
+
+  /**
+   * The documents of feed entries, in their order: a put's document as the feed keeps it, else the
+   * version as stored now (undefined if deleted since); undefined for a delete, and for the entries
+   * `want` leaves out (not read).
+   */
+  documents(tenant: string, entries: readonly FeedEntry[], want?: (e: FeedEntry) => boolean): Promise<Array<string | Buffer | undefined>> {
+    return Promise.all(
+      entries.map((e) =>
+        e.op === 'delete' || e.doc !== undefined || (want !== undefined && !want(e))
           ? Promise.resolve(e.doc)
           : this.version(tenant, e.kind, e.key, e.lifecycleRank).then((d) => d?.bytes ?? d?.json),
       ),
     );
-    const items = page.entries.map((e, i) => {
-      const head: Record<string, unknown> = { cursor: e.cursor, op: e.op, kind: e.kind, id: e.key };
-      if (e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0) head.lifecycle = LIFECYCLES[e.lifecycleRank - 1];
-      const text = JSON.stringify(head);
-      const doc = docs[i];
-      if (doc === undefined) return Buffer.from(text);
-      return Buffer.concat([
-        Buffer.from(text.slice(0, -1)),
-        Buffer.from(',"document":'),
-        typeof doc === 'string' ? Buffer.from(doc) : doc,
-        Buffer.from('}'),
-      ]);
-    });
-    return { items, next: page.next ?? cursor };
   }
 
   /** The vehicle's track points in [from, to) after `after`, at most `limit` (all when absent). */
@@ -223,6 +226,23 @@ export class Finder {
         (bbox === undefined || (p.lon >= bbox[0] && p.lat >= bbox[1] && p.lon <= bbox[2] && p.lat <= bbox[3])),
     );
   }
+}
+
+/**
+ * One change as `GET /api/v5/changes` and the stream answer it:
+ * `{"cursor","op","kind","id","lifecycle"?,"document"?}`, the document's text as it is.
+ */
+export function changeItem(e: FeedEntry, doc: string | Buffer | undefined): Buffer {
+  const head: Record<string, unknown> = { cursor: e.cursor, op: e.op, kind: e.kind, id: e.key };
+  if (e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0) head.lifecycle = LIFECYCLES[e.lifecycleRank - 1];
+  const text = JSON.stringify(head);
+  if (doc === undefined) return Buffer.from(text);
+  return Buffer.concat([
+    Buffer.from(text.slice(0, -1)),
+    Buffer.from(',"document":'),
+    typeof doc === 'string' ? Buffer.from(doc) : doc,
+    Buffer.from('}'),
+  ]);
 }
 
 const compare = (a: ListPosition, b: ListPosition): number => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);

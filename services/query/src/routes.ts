@@ -35,7 +35,7 @@ const DAY_MS = 86_400_000;
  * vehicle moves, so a map polling 10,000 vehicles pays for the text of the ones that moved only.
  */
 const positionBytes = new WeakMap<LatestPosition, Buffer>();
-function positionJson(p: LatestPosition): Buffer {
+export function positionJson(p: LatestPosition): Buffer {
   let bytes = positionBytes.get(p);
   if (bytes === undefined) {
     bytes = Buffer.from(

@@ -204,6 +204,22 @@ export class RedisFeed implements ChangeFeed {
     return { raw, floor: typeof floor === 'string' ? parseStreamId(floor) : undefined };
   }
 
+  /**
+   * The tenant's end (ChangeFeed.head): the id of the newest entry (XREVRANGE … COUNT 1), else the
+   * floor (every entry trimmed: a read after it is not expired), else `0-0`; one round trip.
+   */
+  async head(tenant: string): Promise<string> {
+    const replies =
+      (await this.guard(
+        this.redis.pipeline().xrevrange(this.keys.feed(tenant), '+', '-', 'COUNT', 1).get(this.keys.feedFloor(tenant)).exec(),
+      )) ?? [];
+    for (const [err] of replies) if (err) throw redisFailure(err);
+    const newest = (replies[0]?.[1] ?? []) as Array<[string, string[]]>;
+    if (newest[0] !== undefined) return newest[0][0];
+    const floor = replies[1]?.[1];
+    return typeof floor === 'string' ? floor : '0-0';
+  }
+
   async read(q: FeedRead): Promise<FeedPage> {
     let from = q.after === undefined ? undefined : parseCursor(q.after);
     if (!(q.limit > 0)) return { entries: [] };

@@ -22,6 +22,12 @@
  *   Redis Cluster (no hash tag).
  * - `P:ax:{t}` string: the entity export's cursor in the tenant's feed, the last change copied into
  *   ClickHouse; `P:axl` string: the export's lease, the exporter that holds it (feed-export.ts).
+ * - Webhook subscriptions (subscriptions.ts), in the tenant's slot: `P:ws:{t}:<id>` hash, one
+ *   subscription; `P:wss:{t}` set, the ids of the tenant's subscriptions; `P:wsd:{t}:<id>` list, its
+ *   recent delivery attempts (JSON, newest first); `P:wsl:{t}:<id>` string, the dispatcher holding
+ *   its lease. `P:wsall` set, members `tenant\0id`: every subscription, for the dispatchers, and
+ *   `P:wsdisp` sorted set, the dispatchers alive (each a slot of its own on Redis Cluster, like
+ *   `P:tenants`).
  */
 
 /** Separates the parts of a set or sorted-set member. */
@@ -86,6 +92,24 @@ export class Keys {
   }
   exportLease() {
     return `${this.prefix}:axl`;
+  }
+  webhook(t: string, id: string) {
+    return `${this.prefix}:ws:${this.tenantTag(t)}:${esc(id)}`;
+  }
+  webhooksOf(t: string) {
+    return `${this.prefix}:wss:${this.tenantTag(t)}`;
+  }
+  webhookDeliveries(t: string, id: string) {
+    return `${this.prefix}:wsd:${this.tenantTag(t)}:${esc(id)}`;
+  }
+  webhookLease(t: string, id: string) {
+    return `${this.prefix}:wsl:${this.tenantTag(t)}:${esc(id)}`;
+  }
+  allWebhooks() {
+    return `${this.prefix}:wsall`;
+  }
+  webhookDispatchers() {
+    return `${this.prefix}:wsdisp`;
   }
   /** SCAN MATCH pattern of every tenant's feed. */
   feedPattern() {

@@ -26,6 +26,7 @@ import { RedisFeedExport } from './feed-export.js';
 import { Keys } from './keys.js';
 import { listBounds, parseListMember } from './lists.js';
 import { RedisPositions } from './positions.js';
+import { RedisSubscriptionStore } from './subscriptions.js';
 import { TrackedCache } from './tracked-cache.js';
 import { Units } from './transactions.js';
 
@@ -69,6 +70,8 @@ export class RedisEntityStore implements EntityStore {
   readonly feedExport: RedisFeedExport;
   readonly positions: RedisPositions;
   readonly telemetry: TelemetrySideEffects;
+  /** Webhook subscriptions, on this store's connection and key prefix (subscriptions.ts). */
+  readonly subscriptions: RedisSubscriptionStore;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
@@ -116,6 +119,7 @@ export class RedisEntityStore implements EntityStore {
     this.feed = new RedisFeed(this.redis, this.keys, this.guard, feedRetentionMs);
     this.feedExport = new RedisFeedExport(this.redis, this.keys, this.guard);
     this.positions = new RedisPositions(this.redis, this.keys, this.guard);
+    this.subscriptions = new RedisSubscriptionStore(this.redis, this.keys, this.guard);
     this.telemetry = {
       appendFeed: (entries) => this.feed.append(entries),
       updatePositions: (fixes) => this.positions.update(fixes),

@@ -751,7 +751,14 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
         expect((await readAll(store, 'ft')).map((e) => e.key)).toEqual(['new']);
         // A cursor the feed still holds never expires, however old.
         await store.telemetry.appendFeed([change('newer')]);
-        expect((await readAll(store, 'ft', latest!.cursor)).map((e) => e.key)).toEqual(['newer']);
+        const [newer] = await readAll(store, 'ft', latest!.cursor);
+        expect(newer?.key).toBe('newer');
+        // The head is the newest change; of a stream with nothing left, the floor (not expired).
+        expect(await store.feed.head('ft')).toBe(newer!.cursor);
+        await raw.xtrim('fd5:f:{ft}', 'MAXLEN', 0);
+        await raw.set('fd5:ff:{ft}', newer!.cursor);
+        expect(await store.feed.head('ft')).toBe(newer!.cursor);
+        expect(await readAll(store, 'ft', await store.feed.head('ft'))).toEqual([]);
       } finally {
         raw.disconnect();
         await store.close();

@@ -1,0 +1,160 @@
+/**
+ * Group `push`: changes pushed to clients by the embedded service (`otm serve`).
+ *
+ * - stream: `streamClients` Server-Sent Events clients (`GET /api/v5/stream?vehicle=`), each
+ *   following one of as many vehicles, while `streamRate` location events a second of those
+ *   vehicles arrive by bulk (a body of 1/20 of a second's events every 50 ms, one in flight at a
+ *   time). The delivery lag of each event is the time from the answer to the bulk request that
+ *   carried it to its arrival at its vehicle's client, p50 and p99; every event must arrive, once.
+ *   Target: p99 at most 250 ms. The clients run in this process; one event loop reads them all,
+ *   so the figure includes that process's own delay.
+ */
+import http from 'node:http';
+import { EMB_TOKEN, startEmbedded } from '../lib/services.mjs';
+import { fmt, log, percentile, request, sleep } from '../lib/util.mjs';
+
+const uuid = (prefix, i) => `${prefix}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
+const vehicleOf = (i) => uuid('7c000000', i);
+
+/** Opens one SSE stream; calls `onEvent(data)` for each `data:` of a put; resolves once the answer's head arrived. */
+function openStream(url, path, onEvent) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path,
+        headers: { authorization: `Bearer ${EMB_TOKEN}`, accept: 'text/event-stream' },
+        agent: false,
+      },
+      (res) => {
+        if (res.statusCode !== 200) {
+          reject(new Error(`GET ${path}: ${res.statusCode}`));
+          res.resume();
+          return;
+        }
+        res.setEncoding('utf8');
+        let buf = '';
+        res.on('data', (chunk) => {
+          buf += chunk;
+          for (let end = buf.indexOf('\n\n'); end >= 0; end = buf.indexOf('\n\n')) {
+            const block = buf.slice(0, end);
+            buf = buf.slice(end + 2);
+            let event = 'message';
+            let data = '';
+            for (const line of block.split('\n')) {
+              if (line.startsWith('event:')) event = line.slice(6).trim();
+              else if (line.startsWith('data:')) data += line.slice(5).trimStart();
+            }
+            if (event === 'put' && data !== '') onEvent(data);
+          }
+        });
+        resolve({ close: () => req.destroy() });
+      },
+    );
+    req.on('error', (e) => {
+      if (e.code !== 'ECONNRESET') reject(e);
+    });
+    req.end();
+  });
+}
+
+export async function push(ctx) {
+  const { cfg } = ctx;
+  const clients = cfg.streamClients;
+  const rate = cfg.streamRate;
+  const seconds = cfg.streamSeconds;
+  log(`\n== push, embedded: ${fmt(clients)} stream clients, ${fmt(rate)} location events/s for ${seconds} s`);
+  const emb = await startEmbedded(ctx, { OTM_STREAMS_PER_TOKEN: String(clients + 10) });
+  const streams = [];
+  try {
+    /** Event id -> when the bulk request that carried it was answered (ms, performance.now()). */
+    const answered = new Map();
+    /** Event id -> arrival times (ms) before its answer was known, to be matched after. */
+    const early = new Map();
+    const lags = [];
+    let received = 0;
+    let duplicates = 0;
+    const seen = new Set();
+    const onEvent = (data) => {
+      const now = performance.now();
+      const id = /"id":"([^"]+)"/.exec(data)?.[1];
+      if (id === undefined) return;
+      received++;
+      if (seen.has(id)) duplicates++;
+      seen.add(id);
+      const at = answered.get(id);
+      if (at === undefined) early.set(id, now);
+      else lags.push(now - at);
+    };
+    for (let i = 0; i < clients; i++) {
+      streams.push(await openStream(emb.url, `/api/v5/stream?kinds=events&vehicle=${vehicleOf(i)}`, onEvent));
+    }
+    log(`    ${fmt(clients)} streams open`);
+
+    const perBody = Math.max(1, Math.round(rate / 20));
+    const bodies = Math.round((rate * seconds) / perBody);
+    const t0 = performance.now();
+    let n = 0;
+    let refused = 0;
+    for (let b = 0; b < bodies; b++) {
+      // One body every 50 ms on a fixed schedule (a late one is sent at once, not skipped).
+      const due = t0 + b * 50;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      const ids = [];
+      const lines = [];
+      for (let k = 0; k < perBody; k++, n++) {
+        const id = uuid('7d000000', n);
+        ids.push(id);
+        lines.push(
+          JSON.stringify({
+            id,
+            eventType: 'locationUpdateEvent',
+            lifecycle: 'actual',
+            creationDate: new Date().toISOString(),
+            geoReference: { type: 'latLonPointGeoReference', lat: 52 + (n % 1000) / 10_000, lon: 5 + (n % 977) / 10_000 },
+            vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicleOf(n % clients) },
+          }),
+        );
+      }
+      const r = await request(`${emb.url}/api/v5/bulk/events`, { method: 'POST', token: EMB_TOKEN, body: `[${lines.join(',')}]` });
+      const at = performance.now();
+      if (r.status !== 200) {
+        refused += perBody;
+        continue;
+      }
+      for (const id of ids) {
+        answered.set(id, at);
+        const e = early.get(id);
+        if (e !== undefined) {
+          lags.push(e - at);
+          early.delete(id);
+        }
+      }
+    }
+    const sent = answered.size;
+    const achieved = sent / ((performance.now() - t0) / 1000);
+    // The last events: up to 5 s to arrive.
+    const until = Date.now() + 5_000;
+    while (seen.size < sent && Date.now() < until) await sleep(20);
+    const missing = sent - [...answered.keys()].filter((id) => seen.has(id)).length;
+    const sorted = lags.sort((a, b) => a - b);
+    const p50 = percentile(sorted, 50);
+    const p99 = percentile(sorted, 99);
+    ctx.addRow({
+      scenario: `stream delivery lag p99, ${fmt(clients)} clients each following a vehicle, ${fmt(Math.round(achieved))} location events/s, embedded`,
+      figure: p99,
+      unit: 'ms',
+      target: '<= 250 ms',
+      pass: missing === 0 && refused === 0 && duplicates === 0 ? p99 <= 250 : false,
+      note:
+        `p50 ${fmt(p50)} ms, max ${fmt(sorted[sorted.length - 1])} ms; ${fmt(sent)} events sent, ${fmt(received)} received, ` +
+        `${missing} missing, ${duplicates} twice${refused ? `, ${refused} refused by the bulk` : ''}; from the bulk answer to the event at its client`,
+    });
+  } finally {
+    for (const s of streams) s.close();
+    await emb.stop();
+  }
+}

@@ -1,0 +1,580 @@
+/**
+ * The dispatcher: delivers each active webhook subscription's changes, read from the tenant's
+ * change feed after the subscription's cursor, as signed JSON POSTs of batches, at least once.
+ *
+ * - One loop per subscription (`SubscriptionLoop`), each its own promise: a slow or failing
+ *   receiver delays only its own subscription.
+ * - A loop reads the feed after its cursor (the subscription's kinds given to the read), reads the
+ *   documents, keeps the changes its filter takes (filter.ts) and makes the items exactly as
+ *   `GET /api/v5/changes` does (query's `changeItem`). A batch goes when it holds `batch` changes
+ *   (OTM_WEBHOOK_BATCH; or MAX_BATCH_BYTES of them), or once its first change is `lingerMs` old (1 s):
+ *   what arrived within that second. Idle, it reads again every `pollMs`.
+ * - A 2xx answer: the attempt is recorded, then the cursor moves past the batch (`advance`, which
+ *   checks that no replay, resume or pause came meanwhile). A crash before that delivers the batch
+ *   again: at least once; receivers deduplicate by the changes' cursors.
+ * - Anything else (another status, a 3xx included; a timeout; a connection error; a refused
+ *   address): recorded, and the same batch is tried again after a pause drawn at random between 0
+ *   and `baseMs` × 2^(attempt - 1), at most `capMs` (exponential backoff with full jitter), for
+ *   `windowMs` (24 h) from the batch's first failure (kept with the subscription, so a restart
+ *   does not start the window again); then the subscription is paused with the last failure as
+ *   its reason. Resume picks up at the same cursor.
+ * - Changes the filter leaves out move the cursor on without a POST.
+ * - Several dispatchers (the distributed `otm dispatcher` role, any number of processes) share the
+ *   subscriptions: a loop runs only while its dispatcher holds the subscription's lease (renewed
+ *   every `leaseMs` / 3; one that dies is taken over once its leases expire), and each dispatcher
+ *   holds about its share (subscriptions / live dispatchers) and gives up the excess at the end of a
+ *   batch. This scales with subscriptions, not with Kafka partitions: deliveries follow the change
+ *   feed (what is stored, resumable by the same cursors as a replay), not the bus.
+ * - `close()`: no new work, in-flight POSTs aborted (not recorded: the batch goes again), leases
+ *   given up, no timer left.
+ */
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import type { KindSegment } from '@otm/model';
+import {
+  ErrorCode,
+  OtmServiceError,
+  webhookAttempts,
+  webhookAttemptSeconds,
+  webhookChanges,
+  webhookLag,
+  webhookSubscriptionsHeld,
+  type AddressRange,
+  type DeliveryAttempt,
+  type FeedEntry,
+  type Logger,
+  type SubscriptionStore,
+  type WebhookSubscription,
+} from '@otm/core';
+import { changeItem, type Finder } from '@otm/query';
+import { DEFAULT_HTTP_LIMITS, WebhookClient, signature, type AttemptResult, type HttpLimits } from './deliver.js';
+import { matcher, type Matcher } from './filter.js';
+import { TargetRule } from './ssrf.js';
+
+/** Most bytes of changes in one batch (at least one change goes, whatever its size). */
+export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
+/** Delivery attempts kept per subscription (GET .../deliveries). */
+export const KEPT_DELIVERIES = 100;
+
+export interface RetryPolicy {
+  /** The first pause's bound (ms, default 1000); doubled for each attempt. */
+  readonly baseMs: number;
+  /** The largest bound (ms, default 300000: 5 minutes). */
+  readonly capMs: number;
+  /** How long a batch is tried before the subscription is paused (ms, default 86400000: 24 h). */
+  readonly windowMs: number;
+}
+
+export interface DispatcherOptions {
+  /** Most changes in one delivery (OTM_WEBHOOK_BATCH, default 100). */
+  readonly batch: number;
+  /** Addresses deliveries may reach although private (OTM_WEBHOOK_ALLOW). */
+  readonly allow: readonly AddressRange[];
+  /** How long a batch that is not full waits for more changes, from its first change's time (ms, default 1000). */
+  readonly lingerMs: number;
+  /** How often an idle subscription reads its feed again (ms, default 200). */
+  readonly pollMs: number;
+  /** How often the dispatcher looks for subscriptions to take (ms, default 1000). */
+  readonly scanMs: number;
+  /** How long a lease lasts unless renewed (ms, default 10000). */
+  readonly leaseMs: number;
+  readonly retry: RetryPolicy;
+  readonly http: HttpLimits;
+  /** Feed entries read at once per change of a batch (default 10: a read looks at up to batch × 10). */
+  readonly readFactor: number;
+  /** For tests: the random numbers of the jitter. */
+  readonly random: () => number;
+}
+
+export const DEFAULT_DISPATCHER_OPTIONS: DispatcherOptions = {
+  batch: 100,
+  allow: [],
+  lingerMs: 1_000,
+  pollMs: 200,
+  scanMs: 1_000,
+  leaseMs: 10_000,
+  retry: { baseMs: 1_000, capMs: 300_000, windowMs: 86_400_000 },
+  http: DEFAULT_HTTP_LIMITS,
+  readFactor: 10,
+  random: Math.random,
+};
+
+/** What the dispatcher reads: the change feed and the documents of its entries (query's Finder). */
+export type DispatchSource = Pick<Finder, 'feed' | 'documents'>;
+
+export interface DispatcherDeps {
+  readonly store: SubscriptionStore;
+  readonly source: DispatchSource;
+  readonly logger: Logger;
+}
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+const isCursorExpired = (e: unknown): boolean => e instanceof OtmServiceError && e.code === ErrorCode.cursorExpired;
+
+/** A sleep that `wake` ends early; a wake while awake makes the next sleep end at once. */
+class Sleeper {
+  private timer: NodeJS.Timeout | undefined;
+  private done: (() => void) | undefined;
+  private woken = false;
+
+  sleep(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      this.done = () => {
+        clearTimeout(this.timer);
+        this.timer = undefined;
+        this.done = undefined;
+        resolve();
+      };
+      this.timer = setTimeout(this.done, Math.max(0, ms));
+    });
+  }
+
+  wake(): void {
+    if (this.done !== undefined) this.done();
+    else this.woken = true;
+  }
+}
+
+/** A change taken by the subscription: its item's bytes and where it is in the feed. */
+interface Item {
+  readonly cursor: string;
+  readonly at: number;
+  readonly bytes: Buffer;
+}
+
+/** The batch being tried, with what the subscription was when it was made. */
+interface Batch {
+  readonly id: string;
+  readonly items: Item[];
+  /** Where the cursor goes once it is delivered. */
+  readonly to: string;
+  readonly rev: number;
+  readonly from: string | undefined;
+  attempt: number;
+}
+
+export class Dispatcher {
+  readonly owner = `${os.hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
+  readonly options: DispatcherOptions;
+  readonly client: WebhookClient;
+  private readonly loops = new Map<string, SubscriptionLoop>();
+  /** Each loop's end, its lease given up included. */
+  private readonly ending = new Set<Promise<void>>();
+  private readonly scanSleeper = new Sleeper();
+  private scanning: Promise<void> | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Live dispatchers as last counted (the share of subscriptions each holds). */
+  private live = 1;
+
+  constructor(
+    readonly deps: DispatcherDeps,
+    options: Partial<DispatcherOptions> = {},
+  ) {
+    this.options = {
+      ...DEFAULT_DISPATCHER_OPTIONS,
+      ...options,
+      retry: { ...DEFAULT_DISPATCHER_OPTIONS.retry, ...options.retry },
+      http: { ...DEFAULT_DISPATCHER_OPTIONS.http, ...options.http },
+    };
+    this.client = new WebhookClient(new TargetRule(this.options.allow), this.options.http);
+  }
+
+  start(): void {
+    if (this.scanning !== undefined || this.stopped) return;
+    this.scanning = this.scanLoop();
+    this.renewTimer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
+  }
+
+  /** A subscription was made, resumed or replayed here: look at it now rather than at the next scan. */
+  notify(tenant: string, id: string): void {
+    const loop = this.loops.get(`${tenant}\u0000${id}`);
+    if (loop !== undefined) loop.wake();
+    else this.scanSleeper.wake();
+  }
+
+  /** Subscriptions this dispatcher delivers now. */
+  get held(): number {
+    return this.loops.size;
+  }
+
+  private async scanLoop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopped) {
+      try {
+        await this.scan();
+        failures = 0;
+      } catch (e) {
+        failures++;
+        if (failures === 1 || failures % 30 === 0)
+          this.deps.logger.warn({ err: errorText(e) }, 'webhook dispatcher: looking for subscriptions failed');
+      }
+      if (this.stopped) break;
+      await this.scanSleeper.sleep(this.options.scanMs);
+    }
+  }
+
+  /** Takes free active subscriptions up to this dispatcher's share; gives up what is beyond it. */
+  private async scan(): Promise<void> {
+    const { store } = this.deps;
+    this.live = Math.max(1, await store.dispatchers(this.owner, this.options.scanMs * 3));
+    const all = await store.all();
+    const share = Math.ceil(all.length / this.live);
+    // Beyond the share (another dispatcher came): the excess stops after its batch and frees its lease.
+    let excess = this.loops.size - share;
+    for (const loop of this.loops.values()) {
+      if (excess <= 0) break;
+      loop.yieldLease();
+      excess--;
+    }
+    // Free ones, in random order so that dispatchers starting together do not all try the same first.
+    const candidates = all.filter((s) => !this.loops.has(`${s.tenant}\u0000${s.id}`));
+    for (let i = candidates.length - 1; i > 0; i--) {
+      const j = Math.floor(Math.random() * (i + 1));
+      [candidates[i], candidates[j]] = [candidates[j]!, candidates[i]!];
+    }
+    for (const { tenant, id } of candidates) {
+      if (this.stopped || this.loops.size >= share) break;
+      const sub = await store.get(tenant, id);
+      if (sub === undefined || sub.state !== 'active') continue;
+      if (!(await store.lease(tenant, id, this.owner, this.options.leaseMs))) continue;
+      if (this.stopped) {
+        await store.release(tenant, id, this.owner);
+        break;
+      }
+      this.startLoop(tenant, id);
+    }
+  }
+
+  private startLoop(tenant: string, id: string): void {
+    const key = `${tenant}\u0000${id}`;
+    const loop = new SubscriptionLoop(this, tenant, id);
+    this.loops.set(key, loop);
+    webhookSubscriptionsHeld.set(this.loops.size);
+    const ended: Promise<void> = loop.run().finally(async () => {
+      try {
+        if (!loop.lost) await this.deps.store.release(tenant, id, this.owner);
+      } catch {
+        // It expires.
+      }
+      this.loops.delete(key);
+      this.ending.delete(ended);
+      webhookSubscriptionsHeld.set(this.loops.size);
+      this.recordLag();
+      // Paused, deleted or given up: another look soon (a resumed one comes back).
+      if (!this.stopped) this.scanSleeper.wake();
+    });
+    this.ending.add(ended);
+  }
+
+  /** Renews the leases held; a loop whose lease was taken (or could not be renewed in time) stops. */
+  private async renew(): Promise<void> {
+    await Promise.all(
+      [...this.loops.values()].map(async (loop) => {
+        try {
+          if (await this.deps.store.lease(loop.tenant, loop.id, this.owner, this.options.leaseMs)) loop.renewedAt = Date.now();
+          else loop.lose();
+        } catch (e) {
+          if (Date.now() - loop.renewedAt >= this.options.leaseMs) loop.lose();
+          else this.deps.logger.debug({ err: errorText(e) }, 'webhook dispatcher: renewing a lease failed');
+        }
+      }),
+    );
+    webhookLag.set(Math.max(0, ...[...this.loops.values()].map((l) => l.lagSeconds)));
+  }
+
+  recordLag(): void {
+    webhookLag.set(Math.max(0, ...[...this.loops.values()].map((l) => l.lagSeconds)));
+  }
+
+  get closing(): boolean {
+    return this.stopped;
+  }
+
+  /** Stops: in-flight POSTs aborted, loops ended, leases given up, no timer left. */
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearInterval(this.renewTimer);
+    this.scanSleeper.wake();
+    const loops = [...this.loops.values()];
+    for (const l of loops) l.stop();
+    await this.scanning;
+    // Each loop's end gives its lease up (scan() starts none once stopped).
+    await Promise.all([...this.ending]);
+    await this.client.close();
+  }
+}
+
+/** The delivery loop of one subscription, while this dispatcher holds its lease. */
+class SubscriptionLoop {
+  renewedAt = Date.now();
+  /** The lease was taken by another dispatcher (or could not be renewed): stop at once, do not release. */
+  lost = false;
+  /** Age of the oldest change not yet delivered when the feed was last read (s). */
+  lagSeconds = 0;
+  private stopped = false;
+  /** Give the lease up after the batch in hand (the dispatcher holds more than its share). */
+  private yielding = false;
+  private readonly sleeper = new Sleeper();
+  private readonly abort = new AbortController();
+  /** Changes read and taken but not yet in a batch, and up to where the feed was read. */
+  private pending: Item[] = [];
+  private scanned: string | undefined;
+  private basis: { rev: number; cursor: string | undefined } | undefined;
+  private batch: Batch | undefined;
+  private filter: { json: string; matcher: Matcher } | undefined;
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    readonly tenant: string,
+    readonly id: string,
+  ) {}
+
+  private get o(): DispatcherOptions {
+    return this.dispatcher.options;
+  }
+
+  private get log(): Logger {
+    return this.dispatcher.deps.logger;
+  }
+
+  run(): Promise<void> {
+    return this.loop().catch((e: unknown) => {
+      this.log.error({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: a subscription loop failed');
+    });
+  }
+
+  wake(): void {
+    this.sleeper.wake();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort.abort();
+    this.sleeper.wake();
+  }
+
+  lose(): void {
+    this.lost = true;
+    this.stop();
+  }
+
+  yieldLease(): void {
+    this.yielding = true;
+    this.sleeper.wake();
+  }
+
+  private get running(): boolean {
+    return !this.stopped && !this.dispatcher.closing;
+  }
+
+  private async loop(): Promise<void> {
+    const { store } = this.dispatcher.deps;
+    let failures = 0;
+    while (this.running) {
+      // Beyond this dispatcher's share: the next holder goes on from the cursor (a batch in hand goes again).
+      if (this.yielding) return;
+      let sub: WebhookSubscription | undefined;
+      try {
+        sub = await store.get(this.tenant, this.id);
+      } catch (e) {
+        failures++;
+        if (failures === 1)
+          this.log.warn({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: reading a subscription failed');
+        await this.sleeper.sleep(Math.min(5_000, this.o.pollMs * 2 ** Math.min(failures, 5)));
+        continue;
+      }
+      if (sub === undefined || sub.state !== 'active') return;
+      // Replayed, resumed or paused since what is in hand was read: start again from its cursor.
+      if (this.basis === undefined || this.basis.rev !== sub.rev || this.basis.cursor !== sub.cursor) {
+        this.basis = { rev: sub.rev, cursor: sub.cursor };
+        this.pending = [];
+        this.scanned = sub.cursor;
+        this.batch = undefined;
+      }
+      try {
+        if (this.batch === undefined) {
+          const ready = await this.fill(sub);
+          failures = 0;
+          if (ready === 'idle') {
+            await this.sleeper.sleep(this.o.pollMs);
+            continue;
+          }
+          if (typeof ready === 'number') {
+            await this.sleeper.sleep(ready);
+            continue;
+          }
+          if (ready === 'expired' || ready === 'moved') continue;
+        }
+        if (this.batch !== undefined) await this.deliver(sub, this.batch);
+      } catch (e) {
+        if (!this.running) return;
+        failures++;
+        if (failures === 1 || failures % 50 === 0) {
+          this.log.warn(
+            { err: errorText(e), subscription: this.id },
+            'webhook dispatcher: reading the feed or recording failed; trying again',
+          );
+        }
+        await this.sleeper.sleep(Math.min(5_000, this.o.pollMs * 2 ** Math.min(failures, 5)));
+      }
+    }
+  }
+
+  private matcherOf(sub: WebhookSubscription): Matcher {
+    const json = JSON.stringify(sub.filter);
+    if (this.filter?.json !== json) this.filter = { json, matcher: matcher(sub.filter) };
+    return this.filter.matcher;
+  }
+
+  /**
+   * Reads the feed after what was read, keeps the changes the subscription takes, and makes the
+   * next batch when it is due. Answers: 'batch' (this.batch is set), 'idle' (nothing new), a wait
+   * (ms) for a batch that is not full yet, 'moved' (only changes left out: the cursor moved on), or
+   * 'expired' (paused: the feed no longer holds the changes after the cursor).
+   */
+  private async fill(sub: WebhookSubscription): Promise<'batch' | 'idle' | 'moved' | 'expired' | number> {
+    const { source, store } = this.dispatcher.deps;
+    const size = this.o.batch;
+    if (this.pending.length < size) {
+      // Without a filter every change of the kinds is taken: read what the batch lacks; with one, more.
+      const m = this.matcherOf(sub);
+      const limit = (size - this.pending.length) * (m.needsDocument ? this.o.readFactor : 1);
+      let page;
+      try {
+        page = await source.feed.read({
+          tenant: this.tenant,
+          limit,
+          ...(this.scanned === undefined ? {} : { after: this.scanned }),
+          ...(sub.kinds === undefined ? {} : { kinds: new Set<KindSegment>(sub.kinds) }),
+        });
+      } catch (e) {
+        if (!isCursorExpired(e)) throw e;
+        const reason = `the change feed no longer holds the changes after cursor ${this.scanned ?? ''} (OTM_FEED_RETENTION): replay from a cursor it holds`;
+        await store.pause(this.tenant, this.id, sub.rev, reason);
+        this.log.warn({ subscription: this.id, tenant: this.tenant }, 'webhook dispatcher: paused, its cursor expired');
+        return 'expired';
+      }
+      if (page.entries.length > 0) {
+        const docs = await source.documents(this.tenant, page.entries);
+        page.entries.forEach((e: FeedEntry, i) => {
+          if (m.matches(e, docs[i])) this.pending.push({ cursor: e.cursor, at: e.at, bytes: changeItem(e, docs[i]) });
+        });
+      }
+      if (page.next !== undefined) this.scanned = page.next;
+      // A full read: the feed may hold more at once.
+      const more = page.entries.length >= limit;
+      if (this.pending.length === 0) {
+        this.lagSeconds = 0;
+        if (this.scanned !== undefined && this.scanned !== sub.cursor) {
+          // Only changes the subscription leaves out: move on without a POST.
+          if (await store.advance(this.tenant, this.id, sub.rev, sub.cursor, this.scanned))
+            this.basis = { rev: sub.rev, cursor: this.scanned };
+          return 'moved';
+        }
+        return 'idle';
+      }
+      this.lagSeconds = Math.max(0, (Date.now() - this.pending[0]!.at) / 1000);
+      this.dispatcher.recordLag();
+      if (this.pending.length < size) {
+        if (more) return 0;
+        // Not full, and nothing more yet: wait for more until the first change is lingerMs old.
+        const wait = Math.min(this.pending[0]!.at + this.o.lingerMs - Date.now(), this.o.lingerMs);
+        if (wait > 0) return Math.min(wait, this.o.pollMs);
+      }
+    }
+    // The batch: up to `size` changes and MAX_BATCH_BYTES (at least one).
+    let n = 0;
+    let bytes = 0;
+    while (n < this.pending.length && n < size && (n === 0 || bytes + this.pending[n]!.bytes.length <= MAX_BATCH_BYTES)) {
+      bytes += this.pending[n]!.bytes.length;
+      n++;
+    }
+    const items = this.pending.slice(0, n);
+    const rest = this.pending.slice(n);
+    // All that was read went: the cursor goes past what was read (changes left out included).
+    const to = rest.length === 0 && this.scanned !== undefined ? this.scanned : items[items.length - 1]!.cursor;
+    this.batch = { id: randomUUID(), items, to, rev: sub.rev, from: sub.cursor, attempt: 0 };
+    this.pending = rest;
+    return 'batch';
+  }
+
+  private body(batch: Batch): Buffer {
+    const parts: Buffer[] = [
+      Buffer.from(`{"deliveryId":${JSON.stringify(batch.id)},"subscription":${JSON.stringify(this.id)},"changes":[`),
+    ];
+    batch.items.forEach((item, i) => {
+      if (i > 0) parts.push(Buffer.from(','));
+      parts.push(item.bytes);
+    });
+    parts.push(Buffer.from(']}'));
+    return Buffer.concat(parts);
+  }
+
+  private async deliver(sub: WebhookSubscription, batch: Batch): Promise<void> {
+    const { store } = this.dispatcher.deps;
+    batch.attempt++;
+    const body = this.body(batch);
+    const at = Date.now();
+    const result: AttemptResult = await this.dispatcher.client.post(
+      sub.url,
+      body,
+      {
+        'content-type': 'application/json',
+        'user-agent': 'otm-webhooks/1',
+        'otm-delivery': batch.id,
+        'otm-signature': signature(sub.secret, body, Math.floor(at / 1000)),
+      },
+      this.abort.signal,
+    );
+    // Stopped meanwhile (close, a lost lease): nothing is recorded; the batch goes again.
+    if (!this.running) return;
+    webhookAttempts.inc({ outcome: result.outcome });
+    webhookAttemptSeconds.observe(result.durationMs / 1000);
+    const attempt: DeliveryAttempt = {
+      id: batch.id,
+      at,
+      attempt: batch.attempt,
+      changes: batch.items.length,
+      firstCursor: batch.items[0]!.cursor,
+      lastCursor: batch.items[batch.items.length - 1]!.cursor,
+      outcome: result.outcome,
+      ...(result.status === undefined ? {} : { status: result.status }),
+      ...(result.error === undefined ? {} : { error: result.error }),
+      durationMs: result.durationMs,
+    };
+    await store.recordDelivery(this.tenant, this.id, attempt, KEPT_DELIVERIES);
+    if (result.outcome === 'delivered') {
+      webhookChanges.inc(batch.items.length);
+      this.batch = undefined;
+      if (await store.advance(this.tenant, this.id, batch.rev, batch.from, batch.to)) {
+        this.basis = { rev: batch.rev, cursor: batch.to };
+        this.scanned ??= batch.to;
+      }
+      this.lagSeconds = this.pending.length === 0 ? 0 : Math.max(0, (Date.now() - this.pending[0]!.at) / 1000);
+      return;
+    }
+    const since = sub.failingSince ?? at;
+    const reason = `${result.error ?? `HTTP ${result.status}`} (${batch.attempt} attempts since ${new Date(since).toISOString()})`;
+    if (Date.now() - since >= this.o.retry.windowMs) {
+      await store.pause(this.tenant, this.id, sub.rev, `deliveries failed for longer than the retry window: ${reason}`);
+      this.log.warn({ subscription: this.id, tenant: this.tenant, reason }, 'webhook dispatcher: subscription paused');
+      this.batch = undefined;
+      return;
+    }
+    // Full jitter: anywhere from 0 to the doubled bound; checked every second for a replay or a delete.
+    const bound = Math.min(this.o.retry.capMs, this.o.retry.baseMs * 2 ** Math.min(batch.attempt - 1, 30));
+    const until = Date.now() + this.o.random() * bound;
+    while (this.running && !this.yielding && Date.now() < until) {
+      await this.sleeper.sleep(Math.min(until - Date.now(), 1_000));
+      if (!this.running || Date.now() >= until) break;
+      const now = await store.get(this.tenant, this.id).catch(() => sub);
+      if (now === undefined || now.rev !== batch.rev || now.cursor !== batch.from || now.state !== 'active') break;
+    }
+  }
+}

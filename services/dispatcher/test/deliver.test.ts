@@ -1,0 +1,104 @@
+/**
+ * The webhook HTTP client against receivers on 127.0.0.1: the SSRF rule applied to the address
+ * actually connected to (also when name resolution said otherwise: DNS rebinding), literal
+ * addresses refused before any connection, redirects not followed.
+ */
+import dns from 'node:dns';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAddressRanges } from '@otm/core';
+import { TargetRule, WebhookClient } from '../src/index.js';
+
+describe('WebhookClient', () => {
+  let server: http.Server;
+  let port = 0;
+  let connections = 0;
+  let requests = 0;
+  beforeAll(async () => {
+    server = http.createServer((req, res) => {
+      requests++;
+      req.resume();
+      req.on('end', () =>
+        req.url === '/redirect' ? res.writeHead(307, { location: 'http://10.0.0.1/' }).end() : res.writeHead(204).end(),
+      );
+    });
+    server.on('connection', () => connections++);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((r) => server.close(r));
+  });
+
+  const body = Buffer.from('{"changes":[]}');
+  const post = (client: WebhookClient, url: string) =>
+    client.post(url, body, { 'content-type': 'application/json' }, new AbortController().signal);
+
+  it('delivers to an allowed address', async () => {
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
+    try {
+      expect(await post(client, `http://127.0.0.1:${port}/ok`)).toMatchObject({ outcome: 'delivered', status: 204 });
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('refuses a literal address before connecting', async () => {
+    const client = new WebhookClient(new TargetRule());
+    const before = connections;
+    try {
+      const r = await post(client, `http://127.0.0.1:${port}/ok`);
+      expect(r).toMatchObject({ outcome: 'refused', error: expect.stringContaining('127.0.0.1 is a loopback address') });
+      expect(connections).toBe(before);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('refuses the address actually connected to, whatever name resolution said (DNS rebinding)', async () => {
+    const rule = new TargetRule();
+    // A resolver that lets a name through to loopback, as a rebinding name would after a check.
+    Object.defineProperty(rule, 'lookup', {
+      value: (_host: string, options: dns.LookupOptions, cb: (...args: unknown[]) => void) => dns.lookup('127.0.0.1', options, cb),
+    });
+    const client = new WebhookClient(rule);
+    const before = requests;
+    try {
+      const r = await post(client, `http://rebind.example:${port}/ok`);
+      expect(r).toMatchObject({ outcome: 'refused', error: expect.stringContaining('127.0.0.1 is a loopback address') });
+      // Connected, and closed at once: no request was sent.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(requests).toBe(before);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('does not follow redirects: a 3xx is a failed attempt', async () => {
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
+    const before = requests;
+    try {
+      const r = await post(client, `http://127.0.0.1:${port}/redirect`);
+      expect(r).toMatchObject({ outcome: 'failed', status: 307, error: expect.stringContaining('redirects are not followed') });
+      expect(requests).toBe(before + 1);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('fails a connection that is refused, with its error', async () => {
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
+    try {
+      const closed = http.createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const p = (closed.address() as AddressInfo).port;
+      await new Promise((r) => closed.close(r));
+      const r = await post(client, `http://127.0.0.1:${p}/`);
+      expect(r.outcome).toBe('failed');
+      expect(r.error).toMatch(/ECONNREFUSED|connection/);
+    } finally {
+      await client.close();
+    }
+  });
+});
