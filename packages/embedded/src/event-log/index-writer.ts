@@ -141,6 +141,11 @@ export class IndexWriter {
     this.committedCheckpoint = this.checkpoint = checkpoint;
   }
 
+  /** Index changes queued or handed to LMDB and not committed yet. */
+  get behind(): number {
+    return this.recent.size;
+  }
+
   /** Whether a commit of the index failed in this process. */
   get failed(): boolean {
     return this.indexFailed;

@@ -49,6 +49,12 @@ import { encodeRecords } from './record.js';
 import { recover } from './recovery.js';
 import { DEFAULT_SEGMENT_BYTES, SegmentFiles } from './segments.js';
 
+/**
+ * Most index changes waiting for their commit before the answers to writes wait for it too
+ * (`append`): ~100,000 events hold about 60 MB of entries and facts in memory.
+ */
+export const INDEX_BACKLOG_MAX = 100_000;
+
 export interface EventLogOptions {
   /** Where the segment files are (created if missing). */
   readonly dir: string;
@@ -224,6 +230,11 @@ export class LogEventStore implements EventStore {
       }
     }
     this.writer.covered(`${this.segments.seg}:${this.segments.size}`);
+    // Back-pressure: writes are answered without waiting for the index commit, which costs more an
+    // event than the log append (lists, track, feed, positions: effects.ts). Should it fall this far
+    // behind (a writer faster than the index, e.g. an in-process fill), the group's answers wait for
+    // it to catch up, so that what waits in memory (`recent`, the queue) stays bounded.
+    if (this.writer.behind >= INDEX_BACKLOG_MAX) await this.writer.flush();
   }
 
   /** Compacts the sealed segments worth it (compaction.ts); one compaction runs at a time. */

@@ -75,3 +75,25 @@ describe('event log store', () => {
     expect(refused).toMatchObject({ name: 'AdapterError', adapter: 'event-log', retryable: true });
   });
 });
+
+describe('event log store: back-pressure', () => {
+  it('keeps the changes waiting for the index commit bounded when a writer outpaces it', async () => {
+    const { INDEX_BACKLOG_MAX } = await import('../../src/event-log/store.js');
+    const s = openAt(tmp());
+    const writer = (s.events as unknown as { writer: { behind: number } }).writer;
+    const chunk = 10_000;
+    let most = 0;
+    for (let b = 0; b < (INDEX_BACKLOG_MAX / chunk) * 2.5; b++) {
+      const writes = Array.from({ length: chunk }, (_, i) => {
+        const n = b * chunk + i;
+        const json = `{"id":"e${n}","eventType":"locationUpdateEvent","creationDate":"2026-03-02T00:00:00Z","geoReference":{"type":"latLonPointGeoReference","lat":52,"lon":5},"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"v${n % 50}"}}`;
+        return put(`e${n}`, json);
+      });
+      await s.events.write(writes);
+      most = Math.max(most, writer.behind);
+    }
+    // Without it the backlog grew with every write (the fill ran out of memory at 10 million).
+    expect(most).toBeLessThan(INDEX_BACKLOG_MAX + 2 * chunk);
+    expect((await s.events.get('t', 'events', `e${INDEX_BACKLOG_MAX * 2.5 - 1}`))?.json).toContain('"id"');
+  }, 60_000);
+});
