@@ -82,6 +82,57 @@ export async function startReceiver(path = '/hook'): Promise<Receiver> {
   return r;
 }
 
+/** The members of a change that tell it apart. */
+export interface FeedItem {
+  cursor: string;
+  op: string;
+  kind: string;
+  id: string;
+}
+
+/** A receiver on 127.0.0.1 that answers `pick(n)` to its n-th request and keeps the changes of 2xx answers in arrival order. */
+export async function startFlakyReceiver(pick: (n: number) => 'ok' | 'fail' | 'slow', port = 0) {
+  const received: FeedItem[] = [];
+  let requests = 0;
+  let failed = 0;
+  let slow = 0;
+  const sockets = new Set<import('node:net').Socket>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const what = pick(requests++);
+      const ok = () => {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { changes: FeedItem[] };
+        received.push(...body.changes.map(({ cursor, op, kind, id }) => ({ cursor, op, kind, id })));
+        res.writeHead(200).end('ok');
+      };
+      if (what === 'fail') {
+        failed++;
+        res.writeHead(500).end('no');
+      } else if (what === 'slow') {
+        slow++;
+        setTimeout(ok, 1_500);
+      } else ok();
+    });
+  });
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    received,
+    stats: () => ({ requests, failed, slow }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 /** Whether `OTM-Signature` is `t=<t>,v1=<HMAC-SHA256 of "<t>.<body>" with the secret>`, as a receiver checks it. */
 export function verifySignature(secret: string, header: string | undefined, raw: Buffer, toleranceSeconds = 300): boolean {
   const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header ?? '');
@@ -95,12 +146,18 @@ export function verifySignature(secret: string, header: string | undefined, raw:
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `read` until `ok`, or fails after `ms`. */
-export async function until<T>(read: () => T | Promise<T>, ok: (v: T) => boolean, ms = 10_000, what = 'condition'): Promise<T> {
+export async function until<T>(
+  read: () => T | Promise<T>,
+  ok: (v: T) => boolean,
+  ms = 10_000,
+  what = 'condition',
+  describe: (v: T) => string = (v) => JSON.stringify(v)?.slice(0, 2_000) ?? String(v),
+): Promise<T> {
   const end = Date.now() + ms;
   for (;;) {
     const v = await read();
     if (ok(v)) return v;
-    if (Date.now() > end) throw new Error(`${what} not reached within ${ms} ms: ${JSON.stringify(v)?.slice(0, 2_000)}`);
+    if (Date.now() > end) throw new Error(`${what} not reached within ${ms} ms: ${describe(v)}`);
     await sleep(25);
   }
 }
