@@ -8,8 +8,15 @@
  *   carried it to its arrival at its vehicle's client, p50 and p99; every event must arrive, once.
  *   Target: p99 at most 250 ms. The clients run in this process; one event loop reads them all,
  *   so the figure includes that process's own delay.
+ * - webhooks: `webhookEvents` location events stored first, then a subscription made from a cursor
+ *   before them, so that the dispatcher of `otm serve` delivers the backlog as fast as it can to a
+ *   receiver on loopback (batches of OTM_WEBHOOK_BATCH, 100, one at a time, signed, recorded);
+ *   against this process POSTing the same bodies the receiver got, one at a time with undici (the
+ *   dispatcher's client), without reading the feed, signing or recording anything. Target: at
+ *   least 0.5×.
  */
 import http from 'node:http';
+import { Agent, request as undiciRequest } from 'undici';
 import { EMB_TOKEN, startEmbedded } from '../lib/services.mjs';
 import { fmt, log, percentile, request, sleep } from '../lib/util.mjs';
 
@@ -60,7 +67,103 @@ function openStream(url, path, onEvent) {
   });
 }
 
+/** A receiver on 127.0.0.1 that answers 200 and keeps the bodies; resolves { url, bodies, changes(), close() }. */
+async function receiver() {
+  const bodies = [];
+  let changes = 0;
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      bodies.push(body);
+      // Counted without parsing the whole body: one "cursor" member a change.
+      for (let at = body.indexOf('"cursor":'); at >= 0; at = body.indexOf('"cursor":', at + 9)) changes++;
+      res.writeHead(200).end('ok');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hook`,
+    bodies,
+    changes: () => changes,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+async function webhooks(ctx) {
+  const { cfg } = ctx;
+  const n = cfg.webhookEvents;
+  log(`\n== push, embedded: webhook delivery of ${fmt(n)} changes to one receiver on loopback`);
+  const emb = await startEmbedded(ctx, { OTM_WEBHOOK_ALLOW: '127.0.0.1' });
+  const rx = await receiver();
+  try {
+    const put = await request(`${emb.url}/api/v5/vehicles`, { method: 'PUT', token: EMB_TOKEN, body: JSON.stringify({ name: 'before' }) });
+    if (put.status !== 200) throw new Error(`PUT: ${put.status}`);
+    const first = JSON.parse((await request(`${emb.url}/api/v5/changes?limit=1`, { token: EMB_TOKEN })).body).items[0].cursor;
+    for (let b = 0; b < n; b += 5_000) {
+      const lines = [];
+      for (let i = b; i < Math.min(n, b + 5_000); i++) {
+        lines.push(
+          JSON.stringify({
+            id: uuid('7e000000', i),
+            eventType: 'locationUpdateEvent',
+            lifecycle: 'actual',
+            creationDate: new Date(Date.UTC(2026, 2, 2) + i * 1000).toISOString(),
+            geoReference: { type: 'latLonPointGeoReference', lat: 52 + (i % 1000) / 10_000, lon: 5 + (i % 977) / 10_000 },
+            vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicleOf(i % 1000) },
+          }),
+        );
+      }
+      const r = await request(`${emb.url}/api/v5/bulk/events`, { method: 'POST', token: EMB_TOKEN, body: `[${lines.join(',')}]` });
+      if (r.status !== 200) throw new Error(`bulk: ${r.status} ${r.body.slice(0, 200)}`);
+    }
+    // A read of the feed waits for the event index to take the last events (their feed entries are
+    // written in its commit), so that the clock below counts the deliveries alone.
+    await request(`${emb.url}/api/v5/changes?limit=1`, { token: EMB_TOKEN });
+    // The dispatcher delivers the backlog after `first`: n events (the vehicle put is `first` itself).
+    const t0 = performance.now();
+    const sub = await request(`${emb.url}/api/v5/subscriptions`, {
+      method: 'POST',
+      token: EMB_TOKEN,
+      body: JSON.stringify({ url: rx.url, kinds: ['events'], from: first }),
+    });
+    if (sub.status !== 201) throw new Error(`subscribe: ${sub.status} ${sub.body.slice(0, 200)}`);
+    const until = Date.now() + 300_000;
+    while (rx.changes() < n && Date.now() < until) await sleep(5);
+    const webhookS = (performance.now() - t0) / 1000;
+    if (rx.changes() < n) throw new Error(`webhooks: ${rx.changes()} of ${n} changes delivered in 300 s`);
+
+    // The baseline: the same bodies POSTed again by this process, one at a time, with undici.
+    const agent = new Agent({ connections: 1 });
+    const bodies = rx.bodies.slice();
+    const t1 = performance.now();
+    for (const body of bodies) {
+      const r = await undiciRequest(rx.url, { method: 'POST', body, headers: { 'content-type': 'application/json' }, dispatcher: agent });
+      await r.body.dump();
+    }
+    const plainS = (performance.now() - t1) / 1000;
+    await agent.close();
+    ctx.addRow({
+      scenario: `webhook delivery to one receiver on loopback (${fmt(n)} changes, batches of 100) vs the same bodies POSTed plainly, embedded`,
+      figure: n / webhookS,
+      baseline: n / plainS,
+      unit: 'changes/s',
+      target: '>= 0.5',
+      note: `${fmt(bodies.length)} batches in ${fmt(webhookS)} s vs ${fmt(plainS)} s; the dispatcher also reads the feed and each document, signs and records each attempt`,
+    });
+  } finally {
+    await rx.close();
+    await emb.stop();
+  }
+}
+
 export async function push(ctx) {
+  await stream(ctx);
+  await webhooks(ctx);
+}
+
+async function stream(ctx) {
   const { cfg } = ctx;
   const clients = cfg.streamClients;
   const rate = cfg.streamRate;
