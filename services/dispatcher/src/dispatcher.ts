@@ -328,6 +328,17 @@ class SubscriptionLoop {
   private basis: { rev: number; cursor: string | undefined } | undefined;
   private batch: Batch | undefined;
   private filter: { json: string; matcher: Matcher } | undefined;
+  /**
+   * The commits of delivered batches (the attempt's record and the cursor), chained in order. The
+   * next batch is read and POSTed while the last one's commit is made (pipelined: one after the
+   * other cost a sync a batch on top of the POST), so the stored cursor may be behind `basis` by
+   * the commits in flight, whose `from` cursors `inFlight` holds. A commit that fails or finds the
+   * cursor moved (a replay) sets `stale`: the loop then waits for the chain and starts again from
+   * the stored cursor (at least once: nothing is skipped, a batch may go again).
+   */
+  private committing: Promise<void> | undefined;
+  private inFlight: Array<string | undefined> = [];
+  private stale = false;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -344,9 +355,18 @@ class SubscriptionLoop {
   }
 
   run(): Promise<void> {
-    return this.loop().catch((e: unknown) => {
-      this.log.error({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: a subscription loop failed');
-    });
+    return this.loop()
+      .catch((e: unknown) => {
+        this.log.error({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: a subscription loop failed');
+      })
+      .then(() => this.settle());
+  }
+
+  /** Waits for the commits in flight; afterwards the stored cursor is the one to go on from. */
+  private async settle(): Promise<void> {
+    await this.committing;
+    this.committing = undefined;
+    this.inFlight = [];
   }
 
   wake(): void {
@@ -390,8 +410,25 @@ class SubscriptionLoop {
         continue;
       }
       if (sub === undefined || sub.state !== 'active') return;
+      if (this.stale) {
+        // A commit failed or found the cursor moved: go on from what is stored once all settled.
+        this.stale = false;
+        await this.settle();
+        this.basis = undefined;
+        continue;
+      }
       // Replayed, resumed or paused since what is in hand was read: start again from its cursor.
-      if (this.basis === undefined || this.basis.rev !== sub.rev || this.basis.cursor !== sub.cursor) {
+      // (A stored cursor that a commit in flight moves on is not a change.)
+      if (
+        this.basis === undefined ||
+        this.basis.rev !== sub.rev ||
+        (this.basis.cursor !== sub.cursor && !this.inFlight.includes(sub.cursor))
+      ) {
+        if (this.committing !== undefined) {
+          // What was read may predate a commit that just ended: read again once all settled.
+          await this.settle();
+          continue;
+        }
         this.basis = { rev: sub.rev, cursor: sub.cursor };
         this.pending = [];
         this.scanned = sub.cursor;
@@ -471,10 +508,12 @@ class SubscriptionLoop {
       const more = page.entries.length >= limit;
       if (this.pending.length === 0) {
         this.lagSeconds = 0;
-        if (this.scanned !== undefined && this.scanned !== sub.cursor) {
-          // Only changes the subscription leaves out: move on without a POST.
-          if (await store.advance(this.tenant, this.id, sub.rev, sub.cursor, this.scanned))
-            this.basis = { rev: sub.rev, cursor: this.scanned };
+        const at = this.basis?.cursor;
+        if (this.scanned !== undefined && this.scanned !== at) {
+          // Only changes the subscription leaves out: move on without a POST (after the commits in flight).
+          await this.settle();
+          if (await store.advance(this.tenant, this.id, sub.rev, at, this.scanned)) this.basis = { rev: sub.rev, cursor: this.scanned };
+          else this.stale = true;
           return 'moved';
         }
         return 'idle';
@@ -499,7 +538,7 @@ class SubscriptionLoop {
     const rest = this.pending.slice(n);
     // All that was read went: the cursor goes past what was read (changes left out included).
     const to = rest.length === 0 && this.scanned !== undefined ? this.scanned : items[items.length - 1]!.cursor;
-    this.batch = { id: randomUUID(), items, to, rev: sub.rev, from: sub.cursor, attempt: 0 };
+    this.batch = { id: randomUUID(), items, to, rev: sub.rev, from: this.basis?.cursor, attempt: 0 };
     this.pending = rest;
     return 'batch';
   }
@@ -551,19 +590,33 @@ class SubscriptionLoop {
     if (result.outcome === 'delivered') {
       webhookChanges.inc(batch.items.length);
       this.batch = undefined;
-      // The attempt's record and the cursor at once: the stores commit them together (one LMDB
-      // commit, one Redis round trip each), where one after the other cost a sync each a batch.
-      const [, advanced] = await Promise.all([
-        store.recordDelivery(this.tenant, this.id, attempt, KEPT_DELIVERIES),
-        store.advance(this.tenant, this.id, batch.rev, batch.from, batch.to),
-      ]);
-      if (advanced) {
-        this.basis = { rev: batch.rev, cursor: batch.to };
-        this.scanned ??= batch.to;
-      }
+      // Committed behind the next batch, in order (see `committing`): the attempt's record and the
+      // cursor together (one LMDB commit, one Redis round trip each).
+      const prev = this.committing;
+      this.inFlight.push(batch.from);
+      this.committing = (async () => {
+        await prev;
+        try {
+          const [, advanced] = await Promise.all([
+            store.recordDelivery(this.tenant, this.id, attempt, KEPT_DELIVERIES),
+            store.advance(this.tenant, this.id, batch.rev, batch.from, batch.to),
+          ]);
+          if (!advanced) this.stale = true;
+        } catch (e) {
+          this.stale = true;
+          this.log.warn({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: recording a delivery failed; it goes again');
+        } finally {
+          this.inFlight.splice(this.inFlight.indexOf(batch.from), 1);
+        }
+      })();
+      this.basis = { rev: batch.rev, cursor: batch.to };
+      this.scanned ??= batch.to;
       this.lagSeconds = this.pending.length === 0 ? 0 : Math.max(0, (Date.now() - this.pending[0]!.at) / 1000);
       return;
     }
+    // A failed attempt: what was delivered before it is committed first, so that the stored cursor
+    // is where this batch starts (the waits below compare it).
+    await this.settle();
     await store.recordDelivery(this.tenant, this.id, attempt, KEPT_DELIVERIES);
     const since = sub.failingSince ?? at;
     const reason = `${result.error ?? `HTTP ${result.status}`} (${batch.attempt} attempts since ${new Date(since).toISOString()})`;
