@@ -35,6 +35,8 @@ export default defineConfig(
   {
     files: ['**/*.ts'],
     extends: [tseslint.configs.recommendedTypeChecked],
+    // The fleet page (services/web) is browser code with a program of its own: its tsconfig.json.
+    ignores: ['services/web/**'],
     languageOptions: {
       parserOptions: {
         project: './tsconfig.eslint.json',
@@ -73,6 +75,14 @@ export default defineConfig(
   {
     files: ['**/*.cjs'],
     languageOptions: { sourceType: 'commonjs' },
+  },
+  {
+    files: ['services/web/src/**/*.ts'],
+    extends: [tseslint.configs.recommendedTypeChecked],
+    languageOptions: {
+      globals: { ...globals.browser },
+      parserOptions: { project: './services/web/tsconfig.json', tsconfigRootDir: import.meta.dirname },
+    },
   },
   prettier,
 );

@@ -39,6 +39,12 @@ const INTEGRATION_TESTS = INTEGRATION.map((p) => (p.endsWith('/') ? `${p}**/*.te
  */
 const DISTRIBUTED_WRAPPERS = ['test/distributed/*.dist.test.ts'];
 
+/**
+ * Tests in a real browser (Debian's chromium, driven by playwright-core; .ci/run installs it)
+ * against `otm serve` as a process: a project of their own, `npm run test:browser`, run by `npm test`.
+ */
+const BROWSER_TESTS = ['test/browser/**/*.test.ts'];
+
 /** Fails the run when a test file uses the services without being listed in INTEGRATION. */
 function checkIntegrationList(): void {
   const usesServices = /['"][^'"]*\/(infra\/services|distributed\/cluster|distributed\/inject)\.js['"]/;
@@ -83,14 +89,21 @@ export default defineConfig({
     hookTimeout: 60_000,
     // What the HTTP suites run against, read with `inject('otmTarget')` (vitest.context.d.ts).
     provide: { otmTarget: 'embedded' },
-    // `npm test` runs all three; `npm run test:unit` the first, `npm run test:integration` the others.
+    // `npm test` runs them all; `npm run test:unit` the first, `npm run test:integration` integration and distributed, `npm run test:browser` browser.
     projects: [
       {
         extends: true,
         test: {
           name: 'unit',
           include: ALL_TESTS,
-          exclude: [...configDefaults.exclude, ...INTEGRATION_TESTS],
+          exclude: [...configDefaults.exclude, ...INTEGRATION_TESTS, ...BROWSER_TESTS],
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'browser',
+          include: BROWSER_TESTS,
         },
       },
       {

@@ -48,6 +48,16 @@ export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
   maxConnections: 1024,
 });
 
+/** JWT bearer tokens: where the keys are, what the tokens must say, where tenant and scopes are. */
+export interface JwtConfig {
+  /** A JWKS file (read at start, read again when it changes) or an https URL (fetched, cached, refreshed). */
+  readonly jwks: { readonly file: string } | { readonly url: string };
+  readonly issuer: string;
+  readonly audience: string;
+  readonly tenantClaim: string;
+  readonly scopeClaim: string;
+}
+
 export interface Config {
   readonly port: number;
   readonly host: string;
@@ -62,6 +72,8 @@ export interface Config {
   readonly clickhouseUrl: string | undefined;
   /** Undefined when OTM_TOKENS is unset (then `otm serve` makes and keeps a token). */
   readonly tokens: readonly TokenEntry[] | undefined;
+  /** JWT bearer tokens checked against a JWKS (OTM_JWT_*); undefined when OTM_JWT_JWKS is unset. */
+  readonly jwt: JwtConfig | undefined;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Largest accepted request body, in bytes. */
   readonly bodyLimit: number;
@@ -97,6 +109,8 @@ export interface Config {
    * and so on (OTM_WEBHOOK_ALLOW), as `address/prefix` (IPv4 or IPv6); empty: none.
    */
   readonly webhookAllow: readonly AddressRange[];
+  /** OTM_MAP_STYLE: the tile URL template of the fleet page's map, or undefined (land outlines only). */
+  readonly mapStyle: string | undefined;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -125,8 +139,16 @@ export const CONFIG_VARIABLES = {
     'on (default): each process keeps recently read entities, dropped when Redis says they changed (Redis 6+); off: every GET asks Redis',
   OTM_EVENT_STORE: 'embedded (default) or clickhouse',
   CLICKHOUSE_URL: 'http://host:8123, required when OTM_EVENT_STORE=clickhouse',
-  OTM_TOKENS: 'token:tenant:scopes[,...], scopes read and/or write joined with + (e.g. s3cret:acme:read+write)',
+  OTM_TOKENS: 'token:tenant:scopes[,...], scopes read, write, read:<kind>, write:<kind> joined with + (e.g. s3cret:acme:read+write)',
+  OTM_JWT_JWKS:
+    'JWT bearer tokens: the signing keys, a JWKS file path (re-read when it changes) or an https URL (cached, refreshed); unset: no JWTs',
+  OTM_JWT_ISSUER: "the 'iss' every JWT must have; required with OTM_JWT_JWKS",
+  OTM_JWT_AUDIENCE: "the 'aud' every JWT must include; required with OTM_JWT_JWKS",
+  OTM_JWT_TENANT_CLAIM: 'the JWT claim holding the tenant (default tenant)',
+  OTM_JWT_SCOPE_CLAIM: 'the JWT claim holding the scopes, space-separated or an array (default scope)',
   LOG_LEVEL: 'fatal, error, warn, info (default), debug, trace or silent',
+  OTM_MAP_STYLE:
+    "the fleet page's map tiles: an http(s) URL template with {z}, {x} and {y} (default: none, the land drawn from the bundle)",
   OTM_BODY_LIMIT: 'largest request body in bytes (default 1048576)',
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
@@ -275,6 +297,75 @@ function addressRanges(env: Env, name: string): AddressRange[] {
   }
 }
 
+const CLAIM_RE = /^[A-Za-z0-9_.:/-]{1,100}$/;
+
+/** OTM_JWT_*: undefined without OTM_JWT_JWKS; with it, issuer and audience are required. */
+function jwtConfig(
+  v: string | undefined,
+  issuer: string | undefined,
+  audience: string | undefined,
+  tenantClaim: string | undefined,
+  scopeClaim: string | undefined,
+): JwtConfig | undefined {
+  v = v?.trim();
+  if (v === undefined || v === '') {
+    for (const [name, value] of [
+      ['OTM_JWT_ISSUER', issuer],
+      ['OTM_JWT_AUDIENCE', audience],
+    ] as const) {
+      if (value !== undefined && value.trim() !== '') throw new ConfigError(name, 'is set but OTM_JWT_JWKS is not: set both, or neither');
+    }
+    return undefined;
+  }
+  let jwks: JwtConfig['jwks'];
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) {
+    let u: URL;
+    try {
+      u = new URL(v);
+    } catch {
+      throw new ConfigError('OTM_JWT_JWKS', `is not a URL: '${v}'`);
+    }
+    // Plain http only to this machine (a local key server, tests): elsewhere anyone on the path could change the keys.
+    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname);
+    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) {
+      throw new ConfigError('OTM_JWT_JWKS', `must be a file path or an https URL (http only on loopback), got '${u.protocol}'`);
+    }
+    jwks = { url: u.href };
+  } else {
+    jwks = { file: path.resolve(v) };
+  }
+  const required = (name: string, value: string | undefined) => {
+    value = value?.trim();
+    if (value === undefined || value === '') throw new ConfigError(name, 'is required with OTM_JWT_JWKS');
+    return value;
+  };
+  const claim = (name: string, value: string | undefined, fallback: string) => {
+    value = value?.trim();
+    if (value === undefined || value === '') return fallback;
+    if (!CLAIM_RE.test(value)) throw new ConfigError(name, `must be a claim name (letters, digits, _ . : / -), got '${value}'`);
+    return value;
+  };
+  return Object.freeze({
+    jwks: Object.freeze(jwks),
+    issuer: required('OTM_JWT_ISSUER', issuer),
+    audience: required('OTM_JWT_AUDIENCE', audience),
+    tenantClaim: claim('OTM_JWT_TENANT_CLAIM', tenantClaim, 'tenant'),
+    scopeClaim: claim('OTM_JWT_SCOPE_CLAIM', scopeClaim, 'scope'),
+  });
+}
+
+/** OTM_MAP_STYLE: an http(s) tile URL template with {z}, {x} and {y}, or unset. */
+function mapStyle(v: string | undefined): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  if (!/^https?:\/\/[^\s"'<>]+$/.test(v) || !['{z}', '{x}', '{y}'].every((p) => v.includes(p))) {
+    throw new ConfigError(
+      'OTM_MAP_STYLE',
+      `must be an http(s) tile URL template with {z}, {x} and {y}, e.g. https://tiles.example.org/{z}/{x}/{y}.png`,
+    );
+  }
+  return v;
+}
+
 /** OTM_STREAM_TICKET_SECRET: 32 to 1024 characters (its value is never echoed), or unset. */
 function ticketSecret(v: string | undefined): string | undefined {
   if (v === undefined || v === '') return undefined;
@@ -343,6 +434,7 @@ export function loadConfig(env: Env = process.env): Config {
     eventStore,
     clickhouseUrl: url(env, 'CLICKHOUSE_URL', ['http:', 'https:'], eventStore === 'clickhouse'),
     tokens: tokens && Object.freeze(tokens),
+    jwt: jwtConfig(env.OTM_JWT_JWKS, env.OTM_JWT_ISSUER, env.OTM_JWT_AUDIENCE, env.OTM_JWT_TENANT_CLAIM, env.OTM_JWT_SCOPE_CLAIM),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     bodyLimit: integer(env, 'OTM_BODY_LIMIT', 1_048_576, 1024, 1_073_741_824),
     maxDepth: integer(env, 'OTM_MAX_DEPTH', 64, 8, 1000),
@@ -357,6 +449,7 @@ export function loadConfig(env: Env = process.env): Config {
     entityExportIntervalMs: durationOrOff(env, 'OTM_ENTITY_EXPORT_INTERVAL', 1_000, 1_000, 3_600_000),
     webhookBatch: integer(env, 'OTM_WEBHOOK_BATCH', 100, 1, 1_000),
     webhookAllow: Object.freeze(addressRanges(env, 'OTM_WEBHOOK_ALLOW')),
+    mapStyle: mapStyle(env.OTM_MAP_STYLE),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

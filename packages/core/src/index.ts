@@ -14,3 +14,4 @@ export * from './version-codec.js';
 export * from './json-body.js';
 export * from './event-facts.js';
 export * from './facets.js';
+export * from './api-keys.js';

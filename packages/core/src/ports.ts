@@ -483,3 +483,31 @@ export interface SubscriptionStore {
    */
   dispatchers(owner: string, ttlMs: number): Promise<number>;
 }
+
+/**
+ * An API key made with `otm keys create` (docs/auth.md): the key itself is shown once and never
+ * kept; `hash` is its SHA-256 (hex), by which a presented key is looked up.
+ */
+export interface ApiKeyRecord {
+  /** A random UUID: what `otm keys list` shows and `otm keys revoke` takes. */
+  readonly id: string;
+  readonly name?: string;
+  readonly tenant: string;
+  readonly scopes: readonly string[];
+  readonly hash: string;
+  /** ISO 8601 times. */
+  readonly createdAt: string;
+  readonly expiresAt?: string;
+  readonly revokedAt?: string;
+}
+
+/** API keys, beside the entity store (the LMDB environment, or Redis). */
+export interface ApiKeyStore {
+  create(record: ApiKeyRecord): Promise<void>;
+  /** The key whose SHA-256 (hex) is `hash`, revoked or not. */
+  byHash(hash: string): Promise<ApiKeyRecord | undefined>;
+  /** Every key, or a tenant's, oldest first. */
+  list(tenant?: string): Promise<ApiKeyRecord[]>;
+  /** Marks it revoked at `at` (ISO; kept if it was revoked before); undefined when there is no such key. */
+  revoke(id: string, at: string): Promise<ApiKeyRecord | undefined>;
+}

@@ -1,19 +1,24 @@
 /**
- * Bearer tokens from OTM_TOKENS: `token:tenant:scopes`, scopes `read` and/or `write` joined by `+`.
+ * Bearer tokens from OTM_TOKENS: `token:tenant:scopes`, scopes (`read`, `write`, `read:<kind>`,
+ * `write:<kind>`) joined by `+`; and the scope rule every credential (these, JWTs, API keys) follows.
  * Tokens are kept only as SHA-256 digests and compared in constant time; they are never logged.
  */
 import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { isKindSegment } from '@otm/model';
 
+/** What a route needs: `read` (GET) or `write` (PUT, POST, DELETE). */
 export type Scope = 'read' | 'write';
 export interface TokenEntry {
   readonly tenant: string;
-  readonly scopes: ReadonlySet<Scope>;
+  /** `read`, `write`, or one kind's: `read:<kind>`, `write:<kind>` (docs/auth.md). */
+  readonly scopes: ReadonlySet<string>;
   /** SHA-256 of the token. */
   readonly digest: Buffer;
 }
 export interface Principal {
   readonly tenant: string;
-  readonly scopes: ReadonlySet<Scope>;
+  /** `read`, `write`, `read:<kind>`, `write:<kind>`; see `allows`. */
+  readonly scopes: ReadonlySet<string>;
   /**
    * Which credential this is, never the credential itself: for an OTM_TOKENS entry the token's
    * SHA-256 in hex. What is counted per token (open streams) is counted by it; it is secret-derived,
@@ -22,7 +27,23 @@ export interface Principal {
   readonly id?: string;
 }
 
-const TENANT_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+export const TENANT_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+/** Whether `s` is a scope a credential may hold: `read`, `write`, or `read:<kind>` / `write:<kind>` of a kind of the model. */
+export function isScope(s: string): boolean {
+  if (s === 'read' || s === 'write') return true;
+  const m = /^(read|write):(.+)$/.exec(s);
+  return m !== null && isKindSegment(m[2]!);
+}
+
+/**
+ * Whether a principal may do what a route needs: the plain scope (`read`, `write`) covers every
+ * kind; `read:<kind>` / `write:<kind>` covers the requests of that kind only (`kind`: the kind the
+ * request names, undefined for routes about no one kind, which need the plain scope).
+ */
+export function allows(scopes: ReadonlySet<string>, need: Scope, kind: string | undefined): boolean {
+  return scopes.has(need) || (kind !== undefined && scopes.has(`${need}:${kind}`));
+}
 const TOKEN_RE = /^[\x21-\x7e]{8,512}$/;
 
 // crypto.hash is the one-shot form of createHash (about half the cost per request).
@@ -34,19 +55,21 @@ export function parseTokens(spec: string): TokenEntry[] {
     const item = raw.trim();
     if (item === '') return;
     const parts = item.split(':');
-    if (parts.length !== 3) {
+    if (parts.length < 3) {
       throw new Error(`entry ${i + 1} must be token:tenant:scopes (three parts separated by ':')`);
     }
-    const [token, tenant, scopes] = parts as [string, string, string];
+    // A per-kind scope has a ':' of its own (write:events): the scopes are all after the tenant.
+    const [token, tenant] = parts as [string, string];
+    const scopes = parts.slice(2).join(':');
     if (!TOKEN_RE.test(token) || token.includes(',')) {
       throw new Error(`entry ${i + 1}: a token must be 8 to 512 visible characters without ':' or ','`);
     }
     if (!TENANT_RE.test(tenant)) {
       throw new Error(`entry ${i + 1}: tenant '${tenant}' must be 1-64 letters, digits, '.', '_' or '-'`);
     }
-    const set = new Set<Scope>();
+    const set = new Set<string>();
     for (const s of scopes.split('+')) {
-      if (s !== 'read' && s !== 'write') throw new Error(`entry ${i + 1}: unknown scope '${s}' (read, write)`);
+      if (!isScope(s)) throw new Error(`entry ${i + 1}: unknown scope '${s}' (read, write, read:<kind>, write:<kind>)`);
       set.add(s);
     }
     entries.push({ tenant, scopes: set, digest: digest(token) });

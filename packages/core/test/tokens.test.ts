@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TokenVerifier, generateToken, parseTokens } from '../src/index.js';
+import { TokenVerifier, allows, generateToken, parseTokens } from '../src/index.js';
 
 describe('tokens', () => {
   const verifier = new TokenVerifier(parseTokens('s3cret-token:acme:read+write,viewer-token:acme:read,other-token:globex:write'));
@@ -18,6 +18,25 @@ describe('tokens', () => {
     const [entry] = parseTokens('s3cret-token:acme:read');
     expect(JSON.stringify(entry)).not.toContain('s3cret-token');
     expect(entry!.digest.length).toBe(32);
+  });
+
+  it('takes per-kind scopes, of kinds of the model only', () => {
+    const [unit] = parseTokens('telematics-unit-7:acme:write:events+read:vehicles');
+    expect([...unit!.scopes]).toEqual(['write:events', 'read:vehicles']);
+    expect(() => parseTokens('telematics-unit-7:acme:write:parcels')).toThrow(/unknown scope 'write:parcels'/);
+    expect(() => parseTokens('telematics-unit-7:acme:admin')).toThrow(/unknown scope/);
+  });
+
+  it('allows: the plain scope covers every kind, a per-kind scope its kind only', () => {
+    const unit = new Set(['write:events', 'read:vehicles']);
+    expect(allows(unit, 'write', 'events')).toBe(true);
+    expect(allows(unit, 'write', 'trips')).toBe(false);
+    expect(allows(unit, 'write', undefined)).toBe(false);
+    expect(allows(unit, 'read', 'vehicles')).toBe(true);
+    expect(allows(unit, 'read', 'events')).toBe(false);
+    expect(allows(new Set(['read']), 'read', 'trips')).toBe(true);
+    expect(allows(new Set(['read']), 'read', undefined)).toBe(true);
+    expect(allows(new Set(['read']), 'write', 'trips')).toBe(false);
   });
 
   it('rejects a token listed twice', () => {

@@ -8,3 +8,4 @@ export {
   type CompactionResult,
   type EventLogOptions,
 } from './event-log/index.js';
+export { LmdbApiKeyStore, openApiKeyStore } from './api-keys.js';

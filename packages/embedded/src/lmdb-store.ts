@@ -13,6 +13,7 @@
  * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
  * - `positions`: the vehicles' latest positions (positions.ts);
  * - `subscriptions` and `subscription-deliveries`: webhook subscriptions (subscriptions.ts);
+ * - `api-keys` and `api-key-hashes`: API keys (api-keys.ts), written by `otm keys` from another process too;
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
  *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-time`,
  *   `event-vehicle` and `event-records`: its lists, which are also the tracks
@@ -24,9 +25,8 @@
  * with the documents. Each unit is its own child transaction, so a unit that fails while its
  * transaction is built leaves nothing of itself.
  */
-import fs from 'node:fs';
 import path from 'node:path';
-import { open, type RootDatabase } from 'lmdb';
+import type { RootDatabase } from 'lmdb';
 import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
@@ -56,6 +56,7 @@ import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 import { pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
 import { LmdbPositions, type Fix } from './positions.js';
 import { LmdbSubscriptionStore } from './subscriptions.js';
+import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js';
 
 /** How long the feed keeps changes by default (OTM_FEED_RETENTION). */
 export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
@@ -414,6 +415,8 @@ export interface EmbeddedStores {
   readonly events: LogEventStore;
   /** Webhook subscriptions and their deliveries (subscriptions.ts), in the same environment. */
   readonly subscriptions: LmdbSubscriptionStore;
+  /** API keys (api-keys.ts), in the same environment; `otm keys` writes them from another process. */
+  readonly apiKeys: LmdbApiKeyStore;
   /**
    * Removes the feed entries older than the retention (as if it were `now`); returns how many. Run
    * at open and every minute; tests and tools may run it when they like.
@@ -445,11 +448,9 @@ export interface EmbeddedStoreOptions {
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
   // One process at a time: the event log has one writer (dir-lock.ts).
   const unlock = lockDataDir(dataDir);
-  const dir = path.join(dataDir, 'store');
-  fs.mkdirSync(dir, { recursive: true });
   let root: RootDatabase;
   try {
-    root = open({ path: path.join(dir, 'otm.mdb'), maxDbs: 32, compression: false });
+    root = openStoreEnv(dataDir);
   } catch (e) {
     unlock();
     throw e;
@@ -507,6 +508,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
     entities: new LmdbEntityStore(dbs, shared, () => events.settled()),
     events,
     subscriptions: new LmdbSubscriptionStore(root, db('subscriptions'), db('subscription-deliveries')),
+    apiKeys: apiKeyStoreOf(root),
     sweepFeed,
     close: async () => {
       try {

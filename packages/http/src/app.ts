@@ -19,6 +19,7 @@ import {
   DEFAULT_CONNECTION_LIMITS,
   OtmServiceError,
   TokenVerifier,
+  allows,
   invalidDocument,
   parseJsonBody,
   registry,
@@ -28,6 +29,7 @@ import {
   type Principal,
   type Scope,
 } from '@otm/core';
+import type { BearerAuthenticator } from './auth.js';
 import { openApiDocument } from './openapi.js';
 import { clip, contentCodings, jsonMediaType } from './params.js';
 
@@ -40,6 +42,11 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The scope an `/api/v5` route needs; routes without it need no authentication. */
     scope?: Scope;
+    /**
+     * The kind a route is about when its path has no `:kind` parameter (e.g. `vehicles` for a
+     * track): a per-kind scope (`read:vehicles`) is enough for it. Routes about no one kind need the plain scope.
+     */
+    kind?: string;
     /**
      * The content codings (lower case, e.g. `['gzip']`) the route decodes itself. A request with
      * any other `Content-Encoding` than these or `identity` gets 415 before its body is read.
@@ -60,6 +67,8 @@ declare module 'fastify' {
 export interface HttpAppOptions {
   logger: Logger;
   verifier: TokenVerifier;
+  /** JWTs, API keys: tried in order after the static tokens, by the first that accepts a token's shape. */
+  authenticators?: readonly BearerAuthenticator[];
   bodyLimit: number;
   maxDepth: number;
   /** Whether every dependency answers; /readyz reports it. */
@@ -203,6 +212,12 @@ const BEARER_RE = /^Bearer +([\x21-\x7e]+) *$/i;
 /** Longest path segment (a kind, an id) the router takes; a longer one is a 414. */
 const MAX_PARAM_LENGTH = 200;
 
+/** The kind a request is about: its `:kind` path parameter, or its route's `kind`; undefined for none. */
+function kindOf(req: FastifyRequest): string | undefined {
+  const k = (req.params as { kind?: unknown } | undefined)?.kind;
+  return typeof k === 'string' ? k : req.routeOptions.config?.kind;
+}
+
 /** Whether two strings are equal, looking at every character of equal-length strings (no early exit). */
 function sameText(a: string, b: string): boolean {
   if (a.length !== b.length) return false;
@@ -342,6 +357,25 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   // does not stop at the first difference: a proxy may carry several clients' requests over one
   // connection, and one of them must not learn another's token from the time a request takes.
   const lastAuth = new WeakMap<object, { readonly header: string; readonly principal: Principal }>();
+  const authenticators = opts.authenticators ?? [];
+
+  /** The one place scopes are checked (tickets aside): the route's scope, for the kind the request is about. */
+  const authorized = (req: FastifyRequest, reply: FastifyReply, done: () => void, principal: Principal, scope: Scope): void => {
+    if (!allows(principal.scopes, scope, kindOf(req))) {
+      const kind = kindOf(req);
+      send(
+        reply,
+        403,
+        [{ type: 'forbidden', message: `this token lacks the '${scope}' scope${kind === undefined ? '' : ` (or '${scope}:${kind}')`}` }],
+        {
+          'www-authenticate': `Bearer realm="otm", error="insufficient_scope", scope="${scope}"`,
+        },
+      );
+      return;
+    }
+    req.principal = principal;
+    done();
+  };
 
   // Callback style (not async): no promise per request on the hot path.
   app.addHook('onRequest', (req: FastifyRequest, reply: FastifyReply, done: () => void) => {
@@ -371,7 +405,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
           });
           return;
         }
-        if (!principal.scopes.has(scope)) {
+        if (!allows(principal.scopes, scope, kindOf(req))) {
           send(reply, 403, [{ type: 'forbidden', message: `this ticket lacks the '${scope}' scope` }]);
           return;
         }
@@ -386,7 +420,31 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     else {
       m = header === undefined ? null : BEARER_RE.exec(header);
       principal = m?.[1] === undefined ? undefined : opts.verifier.verify(m[1]);
+      // Only static tokens are remembered: a JWT expires and an API key may be revoked.
       if (principal !== undefined && req.socket !== undefined) lastAuth.set(req.socket, { header: header!, principal });
+    }
+    const token = m?.[1];
+    if (principal === undefined && token !== undefined) {
+      const other = authenticators.find((a) => a.accepts(token));
+      if (other !== undefined) {
+        other.verify(token).then(
+          (outcome) => {
+            if ('principal' in outcome) return authorized(req, reply, done, outcome.principal, scope);
+            if (outcome.status === 503)
+              return void send(reply, 503, [{ type: 'unavailable', message: outcome.message }], { 'retry-after': '5' });
+            send(reply, 401, [{ type: 'unauthorized', message: outcome.message }], {
+              'www-authenticate': 'Bearer realm="otm", error="invalid_token"',
+            });
+          },
+          (err: unknown) => {
+            req.log.error({ err }, 'authentication failed');
+            send(reply, 503, [{ type: 'unavailable', message: 'the bearer token cannot be checked for now: try again shortly' }], {
+              'retry-after': '5',
+            });
+          },
+        );
+        return;
+      }
     }
     if (principal === undefined) {
       const message =
@@ -399,14 +457,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       send(reply, 401, [{ type: 'unauthorized', message }], { 'www-authenticate': challenge });
       return;
     }
-    if (!principal.scopes.has(scope)) {
-      send(reply, 403, [{ type: 'forbidden', message: `this token lacks the '${scope}' scope` }], {
-        'www-authenticate': `Bearer realm="otm", error="insufficient_scope", scope="${scope}"`,
-      });
-      return;
-    }
-    req.principal = principal;
-    done();
+    authorized(req, reply, done, principal, scope);
   });
 
   app.setNotFoundHandler((req, reply) =>

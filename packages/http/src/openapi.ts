@@ -373,6 +373,29 @@ export function openApiDocument(): Record<string, unknown> {
       security: [{ BearerToken: [] }],
     },
   };
+  paths['/api/v5/validate/{kind}'] = {
+    post: {
+      operationId: 'validateDocument',
+      summary:
+        'Extension: check a document as a PUT of it would be checked, without storing it (update and association events: not against stored entities)',
+      tags: ['Extensions'],
+      parameters: [{ name: 'kind', in: 'path', required: true, schema: { type: 'string', enum: KINDS.map((k) => k.segment) } }],
+      requestBody: { required: true, content: json({ type: 'object' }) },
+      responses: {
+        '200': {
+          description: 'The document follows the model',
+          content: json({ type: 'object', required: ['valid'], properties: { valid: { const: true } } }),
+        },
+        '400': {
+          description: 'Malformed JSON or a document that does not follow the model: the same items a PUT gives',
+          content: json(ref('clientError')),
+        },
+        '404': errorAnswer('An unknown kind'),
+        ...common,
+      },
+      security: [{ BearerToken: [] }],
+    },
+  };
   // Webhooks (services/dispatcher): subscriptions and their deliveries.
   const subscriptionId = { name: 'id', in: 'path', required: true, schema: { type: 'string', format: 'uuid' } };
   const subscriptionAnswer = (description: string) => ({ description, content: json(ref('subscription')) });
@@ -497,6 +520,14 @@ export function openApiDocument(): Record<string, unknown> {
       parameters: [subscriptionId],
       responses: { '200': subscriptionAnswer('The subscription, active'), '404': noSubscription, ...common },
       security: [{ BearerToken: [] }],
+    },
+  };
+  paths['/api/v5/docs'] = {
+    get: {
+      operationId: 'apiDocs',
+      summary: 'Extension: this description in Swagger UI (an HTML page); no token needed to load it',
+      tags: ['Operations'],
+      responses: { '200': { description: 'The page', content: { 'text/html': {} } } },
     },
   };
   paths['/healthz'] = { get: { operationId: 'health', tags: ['Operations'], responses: { '200': { description: 'The process runs' } } } };

@@ -3,3 +3,4 @@ export { checkBulk, OUTCOME, type BulkCheckTask, type BulkFormat, type CheckedBu
 export { BulkChecker, type BulkCheckerOptions } from './bulk/thread-pool.js';
 export { checkDocument } from './check-document.js';
 export { registerIngressRoutes } from './routes.js';
+export { registerValidateRoute } from './validate-route.js';

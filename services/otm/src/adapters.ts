@@ -3,7 +3,16 @@
  * entity store or Redis, the embedded event log (indexed in LMDB) or ClickHouse. Embedded adapters share one data
  * folder; the distributed ones are clients of their servers.
  */
-import { TOPICS, type Bus, type Config, type EntityStore, type EventStore, type Logger, type SubscriptionStore } from '@otm/core';
+import {
+  TOPICS,
+  type ApiKeyStore,
+  type Bus,
+  type Config,
+  type EntityStore,
+  type EventStore,
+  type Logger,
+  type SubscriptionStore,
+} from '@otm/core';
 import {
   ClickHouseEventStore,
   DEFAULT_TOPIC_PARTITIONS,
@@ -21,6 +30,8 @@ export interface Adapters {
   readonly events: EventStore;
   /** Webhook subscriptions: beside the entity store (Redis, or the LMDB environment). */
   readonly subscriptions: SubscriptionStore;
+  /** API keys (`otm keys`): beside the entity store too. */
+  readonly apiKeys: ApiKeyStore;
   /** Creates ClickHouse tables and Kafka topics where those are used (idempotent). */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -98,12 +109,14 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
       : undefined;
   const events: EventStore = clickhouse ?? lmdb().events;
   const subscriptions: SubscriptionStore = redis?.subscriptions ?? lmdb().subscriptions;
+  const apiKeys: ApiKeyStore = redis?.apiKeys ?? lmdb().apiKeys;
 
   return {
     bus,
     entities,
     events,
     subscriptions,
+    apiKeys,
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {

@@ -4,6 +4,7 @@ import { openAdapters } from './adapters.js';
 import { ALL_ROLES, createService, type Roles } from './service.js';
 import { keptToken } from './token-file.js';
 import { runValidate } from './validate-cmd.js';
+import { runKeys } from './keys-cmd.js';
 
 const USAGE = `usage: otm <command>
 
@@ -16,6 +17,7 @@ commands:
   dispatcher                    the webhook dispatcher: delivers the subscriptions' changes (any number of processes)
   migrate                       create the ClickHouse tables and Kafka topics (idempotent)
   validate [--kind K] <file...> check OTM documents offline, with the same errors as the API
+  keys create|list|revoke       API keys: create --tenant T --scopes read,write [--name N] [--expires ISO]; list [--tenant T]; revoke <id>
   help                          this text
 
 configuration: environment variables, see the README (PORT, HOST, OTM_DATA_DIR, OTM_TOKENS, OTM_BUS, ...)`;
@@ -72,6 +74,7 @@ async function run(command: string, roles: Roles): Promise<number> {
   const telemetry = config.bus === 'kafka' ? { concurrency: 16, maxDelayMs: 50, maxRows: 20_000 } : { maxDelayMs: 0 };
   const service = await createService(roles, adapters, {
     tokens,
+    ...(config.jwt === undefined ? {} : { jwt: config.jwt }),
     logger,
     bodyLimit: config.bodyLimit,
     maxDepth: config.maxDepth,
@@ -87,6 +90,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     },
     entityExport: config.entityExportIntervalMs > 0 ? { intervalMs: config.entityExportIntervalMs } : false,
     webhooks: { batch: config.webhookBatch, allow: config.webhookAllow },
+    web: { ...(config.mapStyle === undefined ? {} : { mapStyle: config.mapStyle }) },
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =
@@ -142,6 +146,12 @@ export async function main(argv: string[]): Promise<number> {
         return await migrate();
       case 'validate':
         return runValidate(rest, (line) => process.stdout.write(`${line}\n`));
+      case 'keys':
+        return await runKeys(
+          rest,
+          (line) => process.stdout.write(`${line}\n`),
+          (line) => process.stderr.write(`${line}\n`),
+        );
       case undefined:
       case 'help':
       case '--help':

@@ -3,7 +3,7 @@
  * the stores under the data folder (LMDB, and the event log). The same ingress, worker and query code as the
  * distributed roles; only the adapters differ.
  */
-import type { Config, ConnectionLimits, Logger, TokenEntry } from '@otm/core';
+import type { Config, ConnectionLimits, JwtConfig, Logger, TokenEntry } from '@otm/core';
 import { openAdapters } from './adapters.js';
 import { ALL_ROLES, createService, type Service } from './service.js';
 
@@ -20,6 +20,8 @@ export async function createEmbeddedService(
     readonly streams?: Parameters<typeof createService>[2]['streams'];
     /** Webhooks: batch, allowed addresses, the dispatcher's timings (createService `webhooks`). */
     readonly webhooks?: Parameters<typeof createService>[2]['webhooks'];
+    /** JWT bearer tokens (OTM_JWT_*) besides `tokens`. */
+    readonly jwt?: JwtConfig;
   },
   tokens: readonly TokenEntry[],
   logger: Logger,
@@ -46,5 +48,6 @@ export async function createEmbeddedService(
     connections: config.connections,
     streams: config.streams,
     webhooks: config.webhooks,
+    ...(config.jwt === undefined ? {} : { jwt: config.jwt }),
   });
 }

@@ -10,12 +10,13 @@ import {
   TOPICS,
   TokenVerifier,
   type ConnectionLimits,
+  type JwtConfig,
   type Logger,
   type Subscription,
   type TokenEntry,
 } from '@otm/core';
-import { createHttpApp, methodNotAllowed } from '@otm/http';
-import { BulkChecker, Ingress, registerIngressRoutes } from '@otm/ingress';
+import { ApiKeyAuthenticator, JwtVerifier, createHttpApp, methodNotAllowed, type BearerAuthenticator } from '@otm/http';
+import { BulkChecker, Ingress, registerIngressRoutes, registerValidateRoute } from '@otm/ingress';
 import {
   Finder,
   Query,
@@ -30,6 +31,7 @@ import {
 import { entityWorker, startEntityExport, telemetryWorker, type EntityExportOptions, type TelemetryBatching } from '@otm/worker';
 import { Dispatcher, registerSubscriptionRoutes, type DispatcherOptions } from '@otm/dispatcher';
 import type { Adapters } from './adapters.js';
+import { registerWebRoutes, type WebOptions } from './web.js';
 
 export interface Roles {
   readonly ingress: boolean;
@@ -62,6 +64,10 @@ export async function createService(
   adapters: Adapters,
   opts: {
     tokens: readonly TokenEntry[];
+    /** JWT bearer tokens (OTM_JWT_*), besides the tokens; undefined: none. */
+    jwt?: JwtConfig;
+    /** How long an API key lookup is kept (default 5 s: the bound on seeing a revocation). */
+    apiKeyCacheMs?: number;
     logger: Logger;
     bodyLimit: number;
     maxDepth: number;
@@ -95,10 +101,19 @@ export async function createService(
      * and the most subscriptions of a tenant.
      */
     webhooks?: Partial<DispatcherOptions> & { maxPerTenant?: number };
+    /** The pages served with the query role: the API docs (/api/v5/docs) and the fleet page (/), with its map style (OTM_MAP_STYLE). */
+    web?: WebOptions;
   },
 ): Promise<Service> {
   const { bus, entities, events } = adapters;
   const { logger } = opts;
+  // First: a JWKS file that cannot be read stops the start (a ConfigError naming OTM_JWT_JWKS).
+  const authenticators: BearerAuthenticator[] = [];
+  if (opts.jwt !== undefined && (roles.ingress || roles.query)) {
+    authenticators.push(new JwtVerifier(opts.jwt, { logger: logger.child({ component: 'jwt' }) }));
+  }
+  // API keys (`otm keys`), in the entity store's backend; a revoked key is refused within apiKeyCacheMs.
+  if (roles.ingress || roles.query) authenticators.push(new ApiKeyAuthenticator(adapters.apiKeys, opts.apiKeyCacheMs));
   if (roles.ingress) precompile(); // compile every validator now, not on the first request
 
   const subscriptions: Subscription[] = [];
@@ -123,6 +138,7 @@ export async function createService(
   const app = createHttpApp({
     logger,
     verifier: new TokenVerifier(opts.tokens),
+    authenticators,
     bodyLimit: opts.bodyLimit,
     maxDepth: opts.maxDepth,
     connections: opts.connections,
@@ -147,6 +163,10 @@ export async function createService(
   // Stream tickets are signed with a key every process derives alike: any of them gives and takes them.
   const tickets = roles.ingress || roles.query ? new StreamTickets(streamTicketKey(opts.tokens, opts.streams?.ticketSecret)) : undefined;
   if (tickets) registerStreamTicketRoute(app, tickets);
+  if (roles.ingress || roles.query) {
+    registerValidateRoute(app);
+    methodNotAllowed(app, '/api/v5/validate/:kind', ['POST']);
+  }
   if (roles.query) {
     const finder = new Finder({ entities, events });
     registerQueryRoutes(app, new Query({ entities, events }), finder, {
@@ -162,6 +182,7 @@ export async function createService(
       logger: logger.child({ component: 'stream' }),
     });
     registerStreamRoutes(app, hub, tickets!);
+    await registerWebRoutes(app, opts.web);
     methodNotAllowed(app, '/api/v5/stream', ['GET']);
     for (const path of ['/api/v5/changes', '/api/v5/vehicles/positions', '/api/v5/vehicles/:uuid/track']) {
       methodNotAllowed(app, path, ['GET', 'HEAD']);

@@ -113,6 +113,8 @@ async function sendStream(reply: FastifyReply, type: string, body: AsyncGenerato
  */
 export function registerQueryRoutes(app: FastifyInstance, query: Query, finder: Finder, opts: QueryRouteOptions): void {
   const read = { config: { scope: 'read' } } as const;
+  // About vehicles, without a :kind in the path: `read:vehicles` is enough (docs/auth.md).
+  const readVehicles = { config: { scope: 'read', kind: 'vehicles' } } as const;
 
   app.get('/api/v5/changes', read, async (req, reply) => {
     const q = onlyQuery(req.query, ['cursor', 'kinds', 'limit']);
@@ -125,7 +127,7 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query, finder: 
     return reply.code(200).type(JSON_TYPE).send(pageBody(page.items, next));
   });
 
-  app.get('/api/v5/vehicles/positions', read, async (req, reply) => {
+  app.get('/api/v5/vehicles/positions', readVehicles, async (req, reply) => {
     const q = onlyQuery(req.query, ['bbox', 'staleAfter']);
     const bbox = bboxParam(q.bbox);
     const notBefore = q.staleAfter === undefined ? undefined : Date.now() - durationParam('staleAfter', q.staleAfter);
@@ -133,7 +135,7 @@ export function registerQueryRoutes(app: FastifyInstance, query: Query, finder: 
     return reply.code(200).type(JSON_TYPE).send(positionsBody(positions));
   });
 
-  app.get<{ Params: { uuid: string } }>('/api/v5/vehicles/:uuid/track', read, async (req, reply) => {
+  app.get<{ Params: { uuid: string } }>('/api/v5/vehicles/:uuid/track', readVehicles, async (req, reply) => {
     const vehicle = uuidParam(req.params.uuid);
     const q = onlyQuery(req.query, ['from', 'to', 'format', 'limit', 'cursor']);
     const format = (q.format ?? 'json') as TrackFormat;

@@ -35,7 +35,6 @@ import {
   type FeedEntry,
   type Logger,
   type Principal,
-  type Scope,
   type TokenEntry,
 } from '@otm/core';
 import { JSON_TYPE, clip, onlyQuery } from '@otm/http';
@@ -124,7 +123,7 @@ interface TicketBody {
   /** What it is good for. */
   readonly p: 'stream';
   readonly t: string;
-  readonly s: Scope[];
+  readonly s: string[];
   /** The token's reference (StreamTickets.ref). */
   readonly k: string;
   /** Expiry, ms since the epoch. */

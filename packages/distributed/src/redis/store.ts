@@ -27,6 +27,7 @@ import { Keys } from './keys.js';
 import { listBounds, parseListMember } from './lists.js';
 import { RedisPositions } from './positions.js';
 import { RedisSubscriptionStore } from './subscriptions.js';
+import { RedisApiKeyStore } from './api-keys.js';
 import { TrackedCache } from './tracked-cache.js';
 import { Units } from './transactions.js';
 
@@ -72,6 +73,8 @@ export class RedisEntityStore implements EntityStore {
   readonly telemetry: TelemetrySideEffects;
   /** Webhook subscriptions, on this store's connection and key prefix (subscriptions.ts). */
   readonly subscriptions: RedisSubscriptionStore;
+  /** API keys (`otm keys`), on this store's connection and key prefix (api-keys.ts). */
+  readonly apiKeys: RedisApiKeyStore;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
@@ -120,6 +123,7 @@ export class RedisEntityStore implements EntityStore {
     this.feedExport = new RedisFeedExport(this.redis, this.keys, this.guard);
     this.positions = new RedisPositions(this.redis, this.keys, this.guard);
     this.subscriptions = new RedisSubscriptionStore(this.redis, this.keys, this.guard);
+    this.apiKeys = new RedisApiKeyStore(this.redis, opts.prefix ?? 'otm', this.guard);
     this.telemetry = {
       appendFeed: (entries) => this.feed.append(entries),
       updatePositions: (fixes) => this.positions.update(fixes),
