@@ -5,6 +5,7 @@
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { parseRateLimit, type RateLimit } from './rate-limit.js';
 import { parseTokens, type TokenEntry } from './tokens.js';
 
 export class ConfigError extends Error {
@@ -92,6 +93,10 @@ export interface Config {
   readonly trackMaxDays: number;
   /** Most open streams (GET /api/v5/stream) of one token in one process; more are answered 429. */
   readonly streamsPerToken: number;
+  /** Requests (bulk documents each) a credential may make (OTM_RATE_LIMIT); undefined: no limit. */
+  readonly rateLimit: RateLimit | undefined;
+  /** The same for all the credentials of one tenant together (OTM_TENANT_RATE_LIMIT). */
+  readonly tenantRateLimit: RateLimit | undefined;
   /**
    * The secret stream tickets are signed with (HMAC-SHA256); undefined: a key derived from the
    * tokens of OTM_TOKENS, the same in every process given the same tokens.
@@ -168,6 +173,9 @@ export const CONFIG_VARIABLES = {
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
   OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
   OTM_STREAMS_PER_TOKEN: 'most open streams (GET /api/v5/stream) of one token in one process; more get 429 (default 10)',
+  OTM_RATE_LIMIT:
+    'requests one credential (token, API key, JWT subject) may make, a bulk document counting one: a count a second or a minute such as 1000/s or 60000/m; more get 429 (default: no limit)',
+  OTM_TENANT_RATE_LIMIT: 'the same for all the credentials of one tenant together, e.g. 5000/s (default: no limit)',
   OTM_STREAM_TICKET_SECRET:
     'secret (32 to 1024 characters) that signs stream tickets, the same in every process; default: a key derived from OTM_TOKENS',
   OTM_WEBHOOK_BATCH: 'most changes in one webhook delivery (default 100, at most 1000)',
@@ -230,6 +238,17 @@ function durationOrOff(env: Env, name: string, fallbackMs: number, minMs: number
       name,
       `must be off or a duration such as 1s or 5m, from ${minMs / 1000} s to ${maxMs / 60_000} minutes, got '${env[name]}'`,
     );
+  }
+}
+
+/** OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT: `1000/s`, `60000/m`, or unset (no limit). */
+function rateLimit(env: Env, name: string): RateLimit | undefined {
+  const v = env[name];
+  if (v === undefined || v.trim() === '') return undefined;
+  try {
+    return Object.freeze(parseRateLimit(v));
+  } catch (e) {
+    throw new ConfigError(name, (e as Error).message);
   }
 }
 
@@ -445,6 +464,8 @@ export function loadConfig(env: Env = process.env): Config {
     feedRetentionMs: duration(env, 'OTM_FEED_RETENTION', 7 * 86_400_000, 60_000, 3_650 * 86_400_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
     streamsPerToken: integer(env, 'OTM_STREAMS_PER_TOKEN', 10, 1, 100_000),
+    rateLimit: rateLimit(env, 'OTM_RATE_LIMIT'),
+    tenantRateLimit: rateLimit(env, 'OTM_TENANT_RATE_LIMIT'),
     streamTicketSecret: ticketSecret(env.OTM_STREAM_TICKET_SECRET),
     entityExportIntervalMs: durationOrOff(env, 'OTM_ENTITY_EXPORT_INTERVAL', 1_000, 1_000, 3_600_000),
     webhookBatch: integer(env, 'OTM_WEBHOOK_BATCH', 100, 1, 1_000),

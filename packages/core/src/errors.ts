@@ -23,6 +23,8 @@ export const ErrorCode = {
   cursorExpired: 'cursorExpired',
   // More open streams (GET /api/v5/stream) for one token than OTM_STREAMS_PER_TOKEN (429).
   tooManyStreams: 'tooManyStreams',
+  // More requests (or bulk documents) than a quota allows: OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT (429).
+  tooManyRequests: 'tooManyRequests',
   // More webhook subscriptions for one tenant than the service keeps (409).
   tooManySubscriptions: 'tooManySubscriptions',
   internal: 'internal',
@@ -75,6 +77,9 @@ export const tooManyStreams = (message: string, retryAfterSeconds: number) =>
     retryable: true,
     headers: { 'retry-after': String(retryAfterSeconds) },
   });
+
+export const tooManyRequests = (message: string, headers: Record<string, string>) =>
+  new OtmServiceError(ErrorCode.tooManyRequests, 429, message, { items: [{ type: 'tooManyRequests', message }], retryable: true, headers });
 
 export const tooManySubscriptions = (message: string) =>
   new OtmServiceError(ErrorCode.tooManySubscriptions, 409, message, { items: [{ type: 'tooManySubscriptions', message }] });

@@ -15,3 +15,4 @@ export * from './json-body.js';
 export * from './event-facts.js';
 export * from './facets.js';
 export * from './api-keys.js';
+export * from './rate-limit.js';

@@ -25,6 +25,11 @@ export interface Principal {
    * so nothing shows it as it is (the stream tickets carry a keyed hash of it).
    */
   readonly id?: string;
+  /**
+   * What the per-credential quota (OTM_RATE_LIMIT) counts by, when not `id`: a JWT's subject (every
+   * token of one subject shares its quota), where `id` is the one token's.
+   */
+  readonly quotaKey?: string;
 }
 
 export const TENANT_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

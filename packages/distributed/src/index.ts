@@ -25,3 +25,4 @@ export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js
 export { RedisApiKeyStore, openRedisApiKeyStore } from './redis/api-keys.js';
 export { RedisFeedExport } from './redis/feed-export.js';
 export { RedisSubscriptionStore } from './redis/subscriptions.js';
+export { RedisRateLimiter } from './redis/rate-limit.js';

@@ -4,6 +4,7 @@
  * Slow or greedy clients are cut off (the connection limits), and every 4xx, whether the service,
  * the router or Node's HTTP parser gives it, is the model's error array.
  */
+import { hash } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import Fastify, {
@@ -22,7 +23,13 @@ import {
   allows,
   invalidDocument,
   parseJsonBody,
+  rateLimitFailures,
+  rateLimited,
   registry,
+  tooManyRequests,
+  type RateBucket,
+  type RateLimit,
+  type RateLimiter,
   type ConnectionLimits,
   type ErrorItem,
   type Logger,
@@ -34,6 +41,14 @@ import { openApiDocument } from './openapi.js';
 import { clip, contentCodings, jsonMediaType } from './params.js';
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    /**
+     * Takes `cost` more from the quotas of the request's credential and tenant (a bulk request's
+     * documents beyond the one its arrival took): sets the RateLimit-* headers on `reply`, or throws
+     * the 429. Nothing when no quota is set.
+     */
+    chargeQuota(req: FastifyRequest, reply: FastifyReply, cost: number, documents?: number): Promise<void>;
+  }
   interface FastifyRequest {
     principal: Principal | undefined;
     /** A JSON body as it came (bytes, and the text decoded from them), beside its parsed value in `body`. */
@@ -75,6 +90,17 @@ export interface HttpAppOptions {
   readiness: () => Promise<Record<string, boolean>>;
   /** Timeouts and the cap on connections; each one not given is the configuration's default. */
   connections?: Partial<ConnectionLimits>;
+  /** Request-rate quotas (OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT); none when both limits are unset. */
+  quotas?: Quotas;
+}
+
+/** The quotas of the authenticated routes, and the limiter that counts them (in-process, or Redis). */
+export interface Quotas {
+  /** Per credential (Principal.quotaKey, else Principal.id). */
+  readonly perCredential?: RateLimit;
+  /** Per tenant, all its credentials together. */
+  readonly perTenant?: RateLimit;
+  readonly limiter: RateLimiter;
 }
 
 /** The content type of every JSON answer. */
@@ -460,6 +486,8 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     authorized(req, reply, done, principal, scope);
   });
 
+  installQuotas(app, opts.quotas, opts.logger);
+
   app.setNotFoundHandler((req, reply) =>
     send(reply, 404, [{ type: 'notFound', message: `no resource at ${req.method} ${clip(req.url.split('?')[0]!)}` }]),
   );
@@ -516,6 +544,89 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
   });
 
   return app;
+}
+
+/** What the quota of a credential counts by: never the credential, a hash of what identifies it. */
+const credentialKey = (p: Principal): string | undefined => {
+  const id = p.quotaKey ?? p.id;
+  return id === undefined ? undefined : hash('sha256', id, 'hex').slice(0, 32);
+};
+
+/**
+ * The quotas: every authenticated route (the ones with a `scope`; never /healthz, /readyz,
+ * /metrics, openapi.json, the docs or the pages) takes 1 from the credential's and the tenant's
+ * quota once the request is authenticated; a bulk request takes its other documents when it has
+ * counted them (`chargeQuota`). Answers carry the RateLimit-* headers of the quota with the least
+ * left; a refused request gets 429 `tooManyRequests` with Retry-After. When the limiter fails (Redis
+ * down or slow) the request goes through: quotas fail open, counted in otm_rate_limit_failures_total
+ * and logged at most once a minute.
+ */
+function installQuotas(app: FastifyInstance, quotas: Quotas | undefined, logger: Logger): void {
+  const { perCredential, perTenant } = quotas ?? {};
+  if (quotas === undefined || (perCredential === undefined && perTenant === undefined)) {
+    app.decorate('chargeQuota', () => Promise.resolve());
+    return;
+  }
+  let warnedAt = -Infinity;
+  const charge = async (req: FastifyRequest, reply: FastifyReply, cost: number, documents = cost): Promise<void> => {
+    const p = req.principal;
+    if (p === undefined || cost <= 0) return;
+    const buckets: RateBucket[] = [];
+    const names: string[] = [];
+    const cred = perCredential === undefined ? undefined : credentialKey(p);
+    if (cred !== undefined) {
+      buckets.push({ key: `${p.tenant}\0${cred}`, limit: perCredential! });
+      names.push('credential');
+    }
+    if (perTenant !== undefined) {
+      buckets.push({ key: p.tenant, limit: perTenant });
+      names.push('tenant');
+    }
+    if (buckets.length === 0) return;
+    let d;
+    try {
+      d = await quotas.limiter.take(buckets, cost);
+    } catch (err) {
+      rateLimitFailures.inc();
+      const now = Date.now();
+      if (now - warnedAt >= 60_000) {
+        warnedAt = now;
+        logger.warn({ err }, 'the quota check failed: requests go through unchecked until it works again');
+      }
+      return;
+    }
+    const limit = buckets[d.index]!.limit;
+    const window = Math.ceil(limit.periodMs / 1000);
+    const headers: Record<string, string> = {
+      'ratelimit-limit': String(limit.count),
+      'ratelimit-remaining': String(d.remaining),
+      'ratelimit-reset': String(Math.ceil(d.resetMs / 1000)),
+      'ratelimit-policy': `${limit.count};w=${window}`,
+    };
+    if (d.allowed) {
+      reply.headers(headers);
+      return;
+    }
+    const which = names[d.index]!;
+    rateLimited.inc({ limit: which });
+    const quota = `${which === 'tenant' ? "the tenant's quota (OTM_TENANT_RATE_LIMIT)" : "this credential's quota (OTM_RATE_LIMIT)"} of ${limit.count} a ${window === 60 ? 'minute' : window === 1 ? 'second' : `${window} s`}`;
+    if (d.retryAfterMs === Infinity || documents > limit.count) {
+      // A bulk request of more documents than one period's worth: no wait would let it through.
+      headers['retry-after'] = String(window);
+      throw tooManyRequests(
+        `this request counts ${documents} documents, more than ${quota} lets through at once: send smaller bulk requests`,
+        headers,
+      );
+    }
+    headers['retry-after'] = String(Math.max(1, Math.ceil(d.retryAfterMs / 1000)));
+    throw tooManyRequests(`more requests than ${quota}: try again in ${headers['retry-after']} s`, headers);
+  };
+  app.decorate('chargeQuota', charge);
+  // After the authentication hook (hooks run in the order they were added).
+  app.addHook('onRequest', async (req, reply) => {
+    if (req.routeOptions.config?.scope === undefined) return;
+    await charge(req, reply, 1);
+  });
 }
 
 /**

@@ -139,7 +139,13 @@ export class JwtVerifier implements BearerAuthenticator {
       typeof raw === 'string' ? raw.split(' ') : Array.isArray(raw) ? raw.filter((s): s is string => typeof s === 'string') : [];
     // Scopes of other services (openid, profile, ...) are no concern of this one.
     const scopes = new Set(listed.filter(isScope));
-    const principal: Principal = { tenant, scopes, id: `jwt:${hash('sha256', token, 'hex')}` };
+    const principal: Principal = {
+      tenant,
+      scopes,
+      id: `jwt:${hash('sha256', token, 'hex')}`,
+      // A subject's tokens share its quota (a client that fetches a new token does not start afresh).
+      ...(typeof payload.sub === 'string' && payload.sub !== '' ? { quotaKey: `jwt-sub:${hash('sha256', `${payload.sub}`, 'hex')}` } : {}),
+    };
     return { principal };
   }
 

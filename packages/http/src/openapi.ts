@@ -1,7 +1,7 @@
 /**
  * The service's own OpenAPI 3.1 description: the model's schemas (prose removed, as extracted
  * into @otm/model) and paths, plus what the model leaves open and this service decided: the
- * answers for 401, 403, 404, 405, 408, 413, 414, 415, 431 and 503, the `?lifecycle=` query, the bulk extension
+ * answers for 401, 403, 404, 405, 408, 413, 414, 415, 429, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
 import { ANSWER_TYPES, LIST_FILTERS } from '@otm/core';
@@ -10,6 +10,24 @@ import { KINDS, MODEL } from '@otm/model';
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: unknown) => ({ 'application/json': { schema } });
 const errorAnswer = (description: string) => ({ description, content: json(ref('errorItems')) });
+
+const intHeader = (description: string) => ({ description, schema: { type: 'integer', minimum: 0 } });
+
+/** The RateLimit-* headers (IETF draft) every answer of an authenticated route carries while a quota is set. */
+const RATE_LIMIT_HEADERS = {
+  'RateLimit-Limit': intHeader('The quota reported (the one with the least left): requests, or bulk documents, a window'),
+  'RateLimit-Remaining': intHeader('What that quota has left'),
+  'RateLimit-Reset': intHeader('Seconds until that quota is whole again'),
+  'RateLimit-Policy': { description: 'The quota as `<count>;w=<window seconds>`', schema: { type: 'string' } },
+};
+
+/** The 429 of the quotas (OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT). */
+const tooManyRequests = (description: string) => ({
+  ...errorAnswer(description),
+  headers: { 'Retry-After': intHeader('Seconds to wait before trying again'), ...RATE_LIMIT_HEADERS },
+});
+const QUOTA_429 =
+  "More requests (a bulk document counting one) than the credential's quota (OTM_RATE_LIMIT) or the tenant's (OTM_TENANT_RATE_LIMIT) allow: `tooManyRequests`, with Retry-After and RateLimit-*";
 
 const capital = (s: string) => s.charAt(0).toUpperCase() + s.slice(1);
 
@@ -68,6 +86,7 @@ export function openApiDocument(): Record<string, unknown> {
       'The headers (OTM_HEADERS_TIMEOUT_MS) or the whole request (OTM_REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed',
     ),
     '414': errorAnswer('A path segment longer than 200 characters'),
+    '429': tooManyRequests(QUOTA_429),
     '431': errorAnswer('Request line and headers larger than the limit'),
     '500': { description: 'A fault of the service', content: json(ref('serverError')) },
   };
@@ -341,8 +360,10 @@ export function openApiDocument(): Record<string, unknown> {
           content: json(ref('clientError')),
         },
         '410': errorAnswer('The Last-Event-ID is older than the feed keeps (OTM_FEED_RETENTION): start again without one'),
-        '429': errorAnswer('The token has OTM_STREAMS_PER_TOKEN streams open in this process (with Retry-After)'),
         ...common,
+        '429': tooManyRequests(
+          `The token has OTM_STREAMS_PER_TOKEN streams open in this process (\`tooManyStreams\`, with Retry-After); or ${QUOTA_429}`,
+        ),
         '401': errorAnswer(
           'No bearer token and no ticket, or an unknown token, or a ticket not valid or expired (with WWW-Authenticate: Bearer)',
         ),

@@ -199,6 +199,8 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
         const { format, body } = req.body ?? { format: 'json', body: Buffer.alloc(0) };
         const checked = await opts.bulkChecker.check({ body, format, kind, maxDepth: opts.maxDepth, maxItems: opts.bulkMaxItems });
         if (!checked.ok) throw refusal(checked);
+        // The quotas count documents: the request's arrival took one, its other documents now.
+        if (checked.count > 1) await req.server.chargeQuota(req, reply, checked.count - 1, checked.count);
         const result = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
         return reply.code(200).type(JSON_TYPE).send(bulkAnswer(result));
       },

@@ -11,6 +11,7 @@ import {
   type EntityStore,
   type EventStore,
   type Logger,
+  type RateLimiter,
   type SubscriptionStore,
 } from '@otm/core';
 import {
@@ -32,6 +33,11 @@ export interface Adapters {
   readonly subscriptions: SubscriptionStore;
   /** API keys (`otm keys`): beside the entity store too. */
   readonly apiKeys: ApiKeyStore;
+  /**
+   * What counts the quotas (OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT): Redis, shared by every process,
+   * with the Redis entity store; undefined: each process counts its own (in memory).
+   */
+  readonly rateLimiter?: RateLimiter;
   /** Creates ClickHouse tables and Kafka topics where those are used (idempotent). */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -117,6 +123,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
     events,
     subscriptions,
     apiKeys,
+    ...(redis === undefined ? {} : { rateLimiter: redis.rateLimiter }),
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {

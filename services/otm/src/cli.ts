@@ -84,6 +84,10 @@ async function run(command: string, roles: Roles): Promise<number> {
     telemetry,
     connections: config.connections,
     trackMaxDays: config.trackMaxDays,
+    quotas: {
+      ...(config.rateLimit === undefined ? {} : { perCredential: config.rateLimit }),
+      ...(config.tenantRateLimit === undefined ? {} : { perTenant: config.tenantRateLimit }),
+    },
     streams: {
       perToken: config.streamsPerToken,
       ...(config.streamTicketSecret === undefined ? {} : { ticketSecret: config.streamTicketSecret }),

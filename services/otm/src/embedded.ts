@@ -22,6 +22,8 @@ export async function createEmbeddedService(
     readonly webhooks?: Parameters<typeof createService>[2]['webhooks'];
     /** JWT bearer tokens (OTM_JWT_*) besides `tokens`. */
     readonly jwt?: JwtConfig;
+    /** Request-rate quotas (OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT), counted in this process. */
+    readonly quotas?: Parameters<typeof createService>[2]['quotas'];
   },
   tokens: readonly TokenEntry[],
   logger: Logger,
@@ -48,6 +50,7 @@ export async function createEmbeddedService(
     connections: config.connections,
     streams: config.streams,
     webhooks: config.webhooks,
+    ...(config.quotas === undefined ? {} : { quotas: config.quotas }),
     ...(config.jwt === undefined ? {} : { jwt: config.jwt }),
   });
 }

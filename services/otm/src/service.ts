@@ -7,11 +7,13 @@ import type { FastifyInstance } from 'fastify';
 import { precompile } from '@otm/model';
 import {
   DEFAULT_CONNECTION_LIMITS,
+  MemoryRateLimiter,
   TOPICS,
   TokenVerifier,
   type ConnectionLimits,
   type JwtConfig,
   type Logger,
+  type RateLimit,
   type Subscription,
   type TokenEntry,
 } from '@otm/core';
@@ -101,6 +103,11 @@ export async function createService(
      * and the most subscriptions of a tenant.
      */
     webhooks?: Partial<DispatcherOptions> & { maxPerTenant?: number };
+    /**
+     * Request-rate quotas (OTM_RATE_LIMIT per credential, OTM_TENANT_RATE_LIMIT per tenant; unset:
+     * none), counted by the adapters' limiter (Redis, shared) or, without one, in this process.
+     */
+    quotas?: { perCredential?: RateLimit; perTenant?: RateLimit };
     /** The pages served with the query role: the API docs (/api/v5/docs) and the fleet page (/), with its map style (OTM_MAP_STYLE). */
     web?: WebOptions;
   },
@@ -142,6 +149,7 @@ export async function createService(
     bodyLimit: opts.bodyLimit,
     maxDepth: opts.maxDepth,
     connections: opts.connections,
+    ...(opts.quotas === undefined ? {} : { quotas: { ...opts.quotas, limiter: adapters.rateLimiter ?? new MemoryRateLimiter() } }),
     readiness: async () => {
       const checks: Record<string, boolean> = {};
       if (roles.ingress || roles.entityWorker || roles.telemetryWorker) checks.bus = await bus.ready();

@@ -40,6 +40,12 @@ describe('GET /api/v5/openapi.json', () => {
     expect(Object.keys(stream.responses)).toEqual(expect.arrayContaining(['400', '401', '410', '429']));
     expect(doc.paths['/api/v5/stream/tickets'].post.operationId).toBe('createStreamTicket');
     expect(doc.components.schemas.errorItems.items.properties.type.enum).toContain('tooManyStreams');
+    // The quotas' 429, with Retry-After, on every authenticated route, not on the operational ones.
+    expect(doc.components.schemas.errorItems.items.properties.type.enum).toContain('tooManyRequests');
+    expect(doc.paths['/api/v5/bulk/events'].post.responses['429'].headers).toHaveProperty('Retry-After');
+    expect(doc.paths['/api/v5/trips'].get.responses['429'].description).toContain('OTM_RATE_LIMIT');
+    expect(stream.responses['429'].description).toContain('OTM_STREAMS_PER_TOKEN');
+    expect(doc.paths['/healthz'].get.responses).not.toHaveProperty('429');
     const operationIds = Object.values(doc.paths).flatMap((p) =>
       Object.values(p as Record<string, { operationId?: string }>).map((o) => o.operationId),
     );

@@ -27,6 +27,7 @@ import { Keys } from './keys.js';
 import { listBounds, parseListMember } from './lists.js';
 import { RedisPositions } from './positions.js';
 import { RedisSubscriptionStore } from './subscriptions.js';
+import { RedisRateLimiter } from './rate-limit.js';
 import { RedisApiKeyStore } from './api-keys.js';
 import { TrackedCache } from './tracked-cache.js';
 import { Units } from './transactions.js';
@@ -75,6 +76,8 @@ export class RedisEntityStore implements EntityStore {
   readonly subscriptions: RedisSubscriptionStore;
   /** API keys (`otm keys`), on this store's connection and key prefix (api-keys.ts). */
   readonly apiKeys: RedisApiKeyStore;
+  /** The quotas' limiter, shared by every process on this Redis (rate-limit.ts). */
+  readonly rateLimiter: RedisRateLimiter;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
@@ -124,6 +127,7 @@ export class RedisEntityStore implements EntityStore {
     this.positions = new RedisPositions(this.redis, this.keys, this.guard);
     this.subscriptions = new RedisSubscriptionStore(this.redis, this.keys, this.guard);
     this.apiKeys = new RedisApiKeyStore(this.redis, opts.prefix ?? 'otm', this.guard);
+    this.rateLimiter = new RedisRateLimiter(this.redis, opts.prefix ?? 'otm');
     this.telemetry = {
       appendFeed: (entries) => this.feed.append(entries),
       updatePositions: (fixes) => this.positions.update(fixes),
