@@ -56,13 +56,17 @@ describe('the fleet page', () => {
     await page.goto(`${otm.url}/`);
     await page.getByLabel('API token').fill(TOKEN);
     await page.getByRole('button', { name: 'Use token' }).press('Enter');
-    await expect.poll(() => page.locator('.vehicle-marker').count(), { timeout: 10_000 }).toBe(200);
+    // The markers are drawn on a canvas: the page counts them in data-markers once drawn.
+    await expect.poll(() => page.locator('body').getAttribute('data-markers'), { timeout: 10_000 }).toBe('200');
+    expect(await page.locator('#map canvas').count()).toBe(1);
     await page.getByText('following changes').waitFor();
 
     // A PUT of a location event moves its vehicle's marker within a second.
     const moved = vehicles[7]!;
-    const marker = page.locator(`.vehicle-marker[data-vehicle="${moved}"]`);
-    const before = await marker.boundingBox();
+    const moves = () => page.locator('body').getAttribute('data-moves');
+    const before = await moves();
+    const pixels = () => page.locator('#map').screenshot();
+    const drawnBefore = await pixels();
     const put = await fetch(`${otm.url}/api/v5/events`, {
       method: 'PUT',
       headers: H,
@@ -70,10 +74,10 @@ describe('the fleet page', () => {
     });
     expect(put.status).toBe(200);
     const t0 = Date.now();
-    await expect
-      .poll(async () => JSON.stringify(await marker.boundingBox()), { timeout: 1000, interval: 50 })
-      .not.toBe(JSON.stringify(before));
+    await expect.poll(moves, { timeout: 1000, interval: 20 }).not.toBe(before);
     const moveMs = Date.now() - t0;
+    // ...and the canvas shows it (Leaflet redraws on the next frame).
+    await expect.poll(async () => (await pixels()).equals(drawnBefore), { timeout: 1000, interval: 50 }).toBe(false);
     console.log(`marker moved ${moveMs} ms after the PUT answered`);
 
     // The track of a vehicle, chosen with the keyboard-usable select.

@@ -81,27 +81,48 @@ if (typeof config.mapStyle === 'string' && config.mapStyle !== '') {
   map.getContainer().style.background = '#b9d3e6';
 }
 
-const markers = new Map<string, { marker: L.Marker; time: number }>();
-const icon = L.divIcon({ className: 'vehicle-marker', iconSize: [14, 14] });
+/**
+ * The vehicles: circle markers on one canvas (Leaflet's canvas renderer), not a DOM element each,
+ * so that 10,000 of them draw in well under a second and 1,000 moves a second keep the frame rate
+ * (docs/web.md). Keyboard users choose a vehicle with the select under the map.
+ * `document.body.dataset.markers` (markers drawn) and `.moves` (live moves applied) let a test or
+ * bench see the canvas's state.
+ */
+// A pane of their own above the land (the overlay pane, 400) and the track, under the trip's stops (600).
+map.createPane('vehicles').style.zIndex = '450';
+const vehicleCanvas = L.canvas({ padding: 0.2, pane: 'vehicles' });
+const markers = new Map<string, { marker: L.CircleMarker; time: number }>();
+const markerStyle: L.CircleMarkerOptions = {
+  renderer: vehicleCanvas,
+  radius: 6,
+  color: '#fff',
+  weight: 2,
+  fillColor: '#1d3557',
+  fillOpacity: 1,
+};
+let moves = 0;
 let trackLayer: L.GeoJSON | undefined;
 
-function placeVehicle(p: Position): void {
+/** Places or moves a vehicle; true when it was new. `options`: the vehicle select's new options go there. */
+function placeVehicle(p: Position, options?: HTMLOptionElement[]): boolean {
   const time = Date.parse(p.time);
   const known = markers.get(p.vehicle);
   if (known !== undefined) {
-    if (time < known.time) return; // an older event never moves a vehicle back
+    if (time < known.time) return false; // an older event never moves a vehicle back
     known.marker.setLatLng([p.lat, p.lon]);
     known.time = time;
-    return;
+    document.body.dataset.moves = String(++moves);
+    return false;
   }
-  const marker = L.marker([p.lat, p.lon], { icon, title: `Vehicle ${p.vehicle}`, keyboard: true, alt: `Vehicle ${p.vehicle}` }).addTo(map);
-  marker.getElement()?.setAttribute('data-vehicle', p.vehicle);
-  marker.on('click keypress', () => chooseVehicle(p.vehicle));
+  const marker = L.circleMarker([p.lat, p.lon], markerStyle).addTo(map);
+  marker.on('click', () => chooseVehicle(p.vehicle));
   markers.set(p.vehicle, { marker, time });
   const option = document.createElement('option');
   option.value = p.vehicle;
   option.textContent = p.vehicle;
-  $<HTMLSelectElement>('track-vehicle').append(option);
+  if (options !== undefined) options.push(option);
+  else $<HTMLSelectElement>('track-vehicle').append(option);
+  return true;
 }
 
 function chooseVehicle(id: string): void {
@@ -120,11 +141,15 @@ async function loadPositions(): Promise<void> {
     return;
   }
   const body = (await res.json()) as { items: Position[] };
-  for (const p of body.items) placeVehicle(p);
+  const options: HTMLOptionElement[] = [];
+  for (const p of body.items) placeVehicle(p, options);
+  $<HTMLSelectElement>('track-vehicle').append(...options);
   if (body.items.length > 0) {
     map.fitBounds(L.latLngBounds(body.items.map((p) => [p.lat, p.lon] as [number, number])).pad(0.2), { maxZoom: 10 });
   }
   setMapStatus();
+  // Set once the canvas has drawn them (the frame after this one).
+  requestAnimationFrame(() => requestAnimationFrame(() => (document.body.dataset.markers = String(markers.size))));
 }
 
 /** The vehicle and position of a stored location event, from a stream item's document. */
@@ -152,10 +177,9 @@ async function follow(): Promise<void> {
   source.addEventListener('put', (e: MessageEvent<string>) => {
     const item = JSON.parse(e.data) as { document?: Record<string, unknown> };
     const p = item.document ? positionOf(item.document) : undefined;
-    if (p !== undefined) {
-      const isNew = !markers.has(p.vehicle);
-      placeVehicle(p);
-      if (isNew) setMapStatus();
+    if (p !== undefined && placeVehicle(p)) {
+      setMapStatus();
+      document.body.dataset.markers = String(markers.size);
     }
   });
   // A ticket is good for a minute: on an error, take a new one rather than let EventSource retry with the old.
@@ -205,11 +229,23 @@ async function loadTrips(path: string): Promise<void> {
   body.replaceChildren(
     ...page.items.map((t) => {
       const tr = document.createElement('tr');
+      // A row is focusable (Tab) and selects its trip with a click, Enter or Space.
+      tr.tabIndex = 0;
+      tr.dataset.trip = t.id;
+      tr.setAttribute('aria-selected', String(t.id === selectedTrip));
+      tr.setAttribute('aria-label', `Trip ${t.name ?? t.id}${t.status ? `, ${t.status}` : ''}: Enter to show its stops and actions`);
       for (const text of [t.name ?? '', t.status ?? '', t.id]) {
         const td = document.createElement('td');
         td.textContent = text;
         tr.append(td);
       }
+      tr.addEventListener('click', () => void selectTrip(t.id));
+      tr.addEventListener('keydown', (e) => {
+        if (e.key === 'Enter' || e.key === ' ') {
+          e.preventDefault();
+          void selectTrip(t.id);
+        }
+      });
       return tr;
     }),
   );
@@ -231,6 +267,134 @@ $('trips-first').addEventListener('click', () => void firstTrips());
 $('trips-next').addEventListener('click', () => {
   if (nextTrips !== null) void loadTrips(nextTrips);
 });
+
+// --- One trip: its stops on the map, its actions with their lifecycles ---------------------
+
+interface Association {
+  associationType?: string;
+  uuid?: string;
+  entity?: Record<string, unknown>;
+}
+interface Located {
+  name?: string;
+  id?: string;
+  lat?: number;
+  lon?: number;
+}
+interface ActionRow {
+  depth: number;
+  action: Record<string, unknown>;
+  location?: Located;
+  stop?: number;
+}
+
+let selectedTrip: string | undefined;
+let tripLayer: L.LayerGroup | undefined;
+const LOCATED = new Set(['stop', 'load', 'unload']);
+
+/** An association's entity: inline as is, a reference fetched from `/api/v5/{kind}/{uuid}` (undefined when it cannot be). */
+async function resolve(a: unknown, kind: string): Promise<Record<string, unknown> | undefined> {
+  if (typeof a !== 'object' || a === null) return undefined;
+  const assoc = a as Association;
+  if (assoc.entity !== undefined) return assoc.entity;
+  if (assoc.associationType === 'reference' && typeof assoc.uuid === 'string') {
+    const res = await api(`/api/v5/${kind}/${encodeURIComponent(assoc.uuid)}`);
+    if (res.ok) return (await res.json()) as Record<string, unknown>;
+  }
+  return undefined;
+}
+
+async function locationOf(action: Record<string, unknown>): Promise<Located | undefined> {
+  if (action.location === undefined) return undefined;
+  const ref = action.location as Association;
+  const loc = await resolve(ref, 'locations');
+  if (loc === undefined) return { id: ref.uuid };
+  const geo = loc.geoReference as { type?: string; lat?: number; lon?: number } | undefined;
+  const point = geo?.type === 'latLonPointGeoReference' && typeof geo.lat === 'number' && typeof geo.lon === 'number';
+  return {
+    id: typeof loc.id === 'string' ? loc.id : ref.uuid,
+    name: typeof loc.name === 'string' ? loc.name : undefined,
+    ...(point ? { lat: geo.lat, lon: geo.lon } : {}),
+  };
+}
+
+/** The actions of a trip in order (by sequenceNr, else as listed), each followed by its own actions. */
+async function flatten(list: unknown, depth: number, out: ActionRow[]): Promise<void> {
+  if (!Array.isArray(list)) return;
+  const actions = (await Promise.all(list.map((a) => resolve(a, 'actions')))).filter((a): a is Record<string, unknown> => a !== undefined);
+  const seq = (a: Record<string, unknown>) => (typeof a.sequenceNr === 'number' ? a.sequenceNr : Number.MAX_SAFE_INTEGER);
+  actions.sort((a, b) => seq(a) - seq(b)); // a stable sort: unnumbered actions keep their order
+  for (const action of actions) {
+    out.push({ depth, action, location: await locationOf(action) });
+    await flatten(action.actions, depth + 1, out);
+  }
+}
+
+const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+
+function fmtTime(v: unknown): string {
+  if (typeof v !== 'string') return '';
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? v : d.toISOString().slice(0, 16).replace('T', ' ');
+}
+
+function timeWindow(action: Record<string, unknown>): string {
+  const parts: string[] = [];
+  if (action.startTime !== undefined || action.endTime !== undefined)
+    parts.push(`${fmtTime(action.startTime)} – ${fmtTime(action.endTime)}`);
+  const c = (action.constraint as Association | undefined)?.entity?.value as
+    { type?: string; startTime?: unknown; endTime?: unknown } | undefined;
+  if (c?.type === 'timeWindowConstraint') parts.push(`window ${fmtTime(c.startTime)} – ${fmtTime(c.endTime)}`);
+  return parts.join('; ');
+}
+
+async function selectTrip(id: string): Promise<void> {
+  selectedTrip = id;
+  for (const tr of $('trips').querySelectorAll<HTMLTableRowElement>('tr')) tr.setAttribute('aria-selected', String(tr.dataset.trip === id));
+  const status = $('trip-detail-status');
+  status.textContent = 'Loading the trip…';
+  const res = await api(`/api/v5/trips/${encodeURIComponent(id)}`);
+  if (!res.ok) {
+    status.textContent = `Trip: ${await errorText(res)}`;
+    return;
+  }
+  const trip = (await res.json()) as Record<string, unknown>;
+  const rows: ActionRow[] = [];
+  await flatten(trip.actions, 0, rows);
+  if (selectedTrip !== id) return; // another trip was chosen meanwhile
+
+  tripLayer?.remove();
+  tripLayer = L.layerGroup().addTo(map);
+  const points: [number, number][] = [];
+  for (const row of rows) {
+    const loc = row.location;
+    if (!LOCATED.has(str(row.action.actionType)) || loc?.lat === undefined || loc.lon === undefined) continue;
+    row.stop = points.length + 1;
+    points.push([loc.lat, loc.lon]);
+    const label = `Stop ${row.stop}: ${loc.name ?? loc.id ?? ''}`;
+    const icon = L.divIcon({ className: 'stop-marker', html: String(row.stop), iconSize: [22, 22] });
+    L.marker([loc.lat, loc.lon], { icon, title: label, alt: label, keyboard: true, zIndexOffset: 1000 }).addTo(tripLayer);
+  }
+  const body = $('trip-actions');
+  body.replaceChildren(
+    ...rows.map((row) => {
+      const tr = document.createElement('tr');
+      if (row.depth > 0) tr.className = 'nested';
+      const a = row.action;
+      const loc = row.location === undefined ? '' : (row.location.name ?? row.location.id ?? '');
+      for (const text of [row.stop === undefined ? '' : String(row.stop), str(a.actionType), str(a.lifecycle), loc, timeWindow(a)]) {
+        const td = document.createElement('td');
+        td.textContent = text;
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+  $('trip-actions-table').hidden = rows.length === 0;
+  const name = typeof trip.name === 'string' ? trip.name : id;
+  status.textContent = `${name}: ${rows.length} action${rows.length === 1 ? '' : 's'}, ${points.length} stop${points.length === 1 ? '' : 's'} on the map.`;
+  if (points.length > 0) map.fitBounds(L.latLngBounds(points).pad(0.3), { maxZoom: 12 });
+}
 
 // --- The validator -------------------------------------------------------------------------
 

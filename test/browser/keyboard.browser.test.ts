@@ -1,0 +1,128 @@
+/** The fleet page with the keyboard only (Tab, Shift+Tab, Enter, typing): no click anywhere. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { startServe, stop, type Running } from '../process.js';
+import { consoleErrors, launch, screenshot } from './browser.js';
+
+const TOKEN = 'browser-keyboard-token';
+const H = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
+let otm: Running;
+let browser: Browser;
+let dataDir: string;
+
+beforeAll(async () => {
+  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-keyboard-'));
+  otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write` });
+  browser = await launch();
+});
+afterAll(async () => {
+  await browser?.close();
+  if (otm) await stop(otm);
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+/** Presses Tab (or Shift+Tab) until the focused element matches `selector`; fails after `max` presses. */
+async function tabTo(page: Page, selector: string, back = false, max = 120): Promise<number> {
+  for (let i = 1; i <= max; i++) {
+    await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
+    if ((await page.locator(`${selector}:focus`).count()) > 0) return i;
+  }
+  throw new Error(`${selector} not reached with ${max} ${back ? 'Shift+Tab' : 'Tab'}`);
+}
+
+const stop1 = (id: string, name: string, lat: number, lon: number, seq: number) => ({
+  associationType: 'inline',
+  entity: {
+    actionType: 'stop',
+    id: randomUUID(),
+    lifecycle: 'planned',
+    sequenceNr: seq,
+    location: {
+      associationType: 'inline',
+      entity: { entityType: 'location', id, name, geoReference: { type: 'latLonPointGeoReference', lat, lon } },
+    },
+  },
+});
+
+describe('the fleet page with the keyboard', () => {
+  it('takes the token, selects a trip, zooms in, shows a track and checks a document', async () => {
+    const vehicle = randomUUID();
+    const now = Date.now();
+    const events = [0, 1].map((i) => ({
+      eventType: 'locationUpdateEvent',
+      lifecycle: 'actual',
+      creationDate: new Date(now - 60_000 * (2 - i)).toISOString(),
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle },
+      geoReference: { type: 'latLonPointGeoReference', lat: 52 + i * 0.1, lon: 5 + i * 0.1 },
+    }));
+    expect((await fetch(`${otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) })).status).toBe(200);
+    const trip = {
+      entityType: 'trip',
+      name: 'Keyboard run',
+      status: 'confirmed',
+      actions: [stop1(randomUUID(), 'Depot', 51.9225, 4.47917, 1), stop1(randomUUID(), 'Customer', 52.0907, 5.1214, 2)],
+    };
+    expect((await fetch(`${otm.url}/api/v5/trips`, { method: 'PUT', headers: H, body: JSON.stringify(trip) })).status).toBe(200);
+
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    page.setDefaultTimeout(10_000);
+    const errors = consoleErrors(page);
+    await page.goto(`${otm.url}/`);
+
+    // The token form.
+    await tabTo(page, '#token');
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press('Enter');
+    await page.getByText('Token in use for this tab.').waitFor();
+    await page.getByText('1 vehicle on the map, following changes.').waitFor();
+    await page.locator('#trips tr').first().waitFor();
+
+    // A trip: its row is a Tab stop, Enter selects it.
+    await tabTo(page, '#trips tr');
+    await page.keyboard.press('Enter');
+    await page.getByText('Keyboard run: 2 actions, 2 stops on the map.').waitFor();
+    expect(await page.locator('.stop-marker').count()).toBe(2);
+
+    // Zoom in: back (Shift+Tab) to the map's zoom control, Enter; the stops move twice as far apart.
+    const spread = () =>
+      page.locator('.stop-marker').evaluateAll((els) => {
+        const [a, b] = els.map((e) => e.getBoundingClientRect());
+        return Math.round(Math.hypot(a!.x - b!.x, a!.y - b!.y));
+      });
+    await expect.poll(spread).toBeGreaterThan(0);
+    await page.waitForTimeout(400); // the fit to the trip's stops animates
+    const before = await spread();
+    await tabTo(page, '.leaflet-control-zoom-in', true);
+    await page.keyboard.press('Enter');
+    await expect.poll(spread).toBeGreaterThan(before * 1.8);
+    await screenshot(page, 'fleet-keyboard-zoom.png');
+
+    // A track: Tab to the vehicle select (one vehicle: already chosen), then to Show track, Enter.
+    await tabTo(page, '#track-vehicle');
+    expect(await page.locator('#track-vehicle').inputValue()).toBe(vehicle);
+    await tabTo(page, '#track-form button[type=submit]');
+    await page.keyboard.press('Enter');
+    await page.getByText('Track of 2 positions.').waitFor();
+
+    // The validator: kind (ArrowDown then ArrowUp: back to vehicles), the document typed, Check with Enter.
+    await tabTo(page, '#validate-kind');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.locator('#validate-kind').inputValue()).toBe('routes');
+    await page.keyboard.press('ArrowUp');
+    expect(await page.locator('#validate-kind').inputValue()).toBe('vehicles');
+    await page.keyboard.press('Tab');
+    expect(await page.locator(':focus').getAttribute('id')).toBe('validate-doc');
+    await page.keyboard.type('{"entityType":"vehicle","licencePlate":"AB-12-CD"}');
+    await page.keyboard.press('Tab');
+    expect(await page.locator(':focus').textContent()).toBe('Check');
+    await page.keyboard.press('Enter');
+    await page.getByText("did you mean 'licensePlate'?").waitFor();
+
+    await screenshot(page, 'fleet-keyboard.png');
+    expect(errors.filter((e) => !e.includes('status of 400'))).toEqual([]);
+  });
+});
