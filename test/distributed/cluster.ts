@@ -109,9 +109,17 @@ export async function startCluster(
     startRole('dispatcher', ['dispatcher']),
   ]);
 
-  const target = (method: string | undefined) => new URL(processes.get(method === 'GET' || method === 'HEAD' ? 'query' : 'ingress')!.url);
+  const target = (method: string | undefined) => {
+    const p = processes.get(method === 'GET' || method === 'HEAD' ? 'query' : 'ingress');
+    return p === undefined ? undefined : new URL(p.url);
+  };
   const router = http.createServer((req, res) => {
     const t = target(req.method);
+    // The role is stopped (stopRole) and not started again yet: a proxy answers 502.
+    if (t === undefined) {
+      res.writeHead(502).end();
+      return;
+    }
     const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
       res.writeHead(r.statusCode ?? 502, r.headers);
       r.pipe(res);

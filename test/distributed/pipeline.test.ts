@@ -373,17 +373,26 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     const before = { entityType: 'vehicle', id: '7b000000-0000-4000-8000-000000000001', name: 'before the outage' };
     expect((await put('vehicles', before)).status).toBe(200);
     c.kafka.pause();
+    // A write the broker took before it stopped may still be answered 200 (seen once in CI, right
+    // after SIGSTOP): such a write must then be stored. Up to three tries; one must be a 503.
+    const acknowledged: Array<{ entityType: string; id: string; name: string }> = [];
     try {
-      const started = Date.now();
-      const r = await fetch(`${c.url}/api/v5/vehicles`, {
-        method: 'PUT',
-        headers: H(),
-        body: JSON.stringify({ entityType: 'vehicle', name: 'during' }),
-      });
-      expect(r.status).toBe(503);
-      expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
-      // Bounded by KAFKA_PUBLISH_TIMEOUT_MS (3 s here): the client is never left hanging.
-      expect(Date.now() - started).toBeLessThan(15_000);
+      let refused = false;
+      for (let i = 0; i < 3 && !refused; i++) {
+        const during = { entityType: 'vehicle', id: `7b000000-0000-4000-8000-00000000001${i}`, name: `during ${i}` };
+        const started = Date.now();
+        const r = await fetch(`${c.url}/api/v5/vehicles`, { method: 'PUT', headers: H(), body: JSON.stringify(during) });
+        if (r.status === 200) {
+          acknowledged.push(during);
+          continue;
+        }
+        expect(r.status).toBe(503);
+        expect(r.headers.get('retry-after')).toMatch(/^\d+$/);
+        // Bounded by KAFKA_PUBLISH_TIMEOUT_MS (3 s here): the client is never left hanging.
+        expect(Date.now() - started).toBeLessThan(15_000);
+        refused = true;
+      }
+      expect(refused).toBe(true);
     } finally {
       c.kafka.resume();
     }
@@ -399,6 +408,7 @@ describe.skipIf(!enabled)('the distributed pipeline', () => {
     expect(again.status).toBe(200);
     expect(await visible(`/api/v5/vehicles/${after.id}`)).toEqual(after);
     expect(await visible(`/api/v5/vehicles/${before.id}`)).toEqual(before);
+    for (const d of acknowledged) expect(await visible(`/api/v5/vehicles/${d.id}`)).toEqual(d);
   }, 120_000);
 
   it('Kafka gone: PUT answers 503 with Retry-After within the bound, never 200', async () => {
