@@ -1,9 +1,12 @@
 /** Debian's chromium, driven by playwright-core (no browser download), for the tests of test/browser/. */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AxeBuilder } from '@axe-core/playwright';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
+import { startServe, stop, type Running } from '../process.js';
 
 export const CHROMIUM = process.env.OTM_CHROMIUM ?? '/usr/bin/chromium';
 /** Screenshots go here (gitignored). */
@@ -12,6 +15,39 @@ export const ARTIFACTS = fileURLToPath(new URL('../../test-artifacts/', import.m
 export async function launch(): Promise<Browser> {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does), or set OTM_CHROMIUM`);
   return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+}
+
+export interface Served {
+  readonly otm: Running;
+  readonly browser: Browser;
+}
+
+/**
+ * For the tests of a file: `otm serve` on a fresh data directory (`otm-<name>-…`), with `token`
+ * reading and writing for tenant acme, and chromium; started before the tests, stopped after.
+ * The members of the answer are set once the tests run.
+ */
+export function serveAndLaunch(name: string, token: string): Served {
+  const served = {} as { otm: Running; browser: Browser };
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `otm-${name}-`));
+    served.otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${token}:acme:read+write` });
+    served.browser = await launch();
+  });
+  afterAll(async () => {
+    await served.browser?.close();
+    if (served.otm) await stop(served.otm);
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  });
+  return served;
+}
+
+/** A page of a new 1280×900 context, with a default timeout of 10 s, and its console errors. */
+export async function newPage(browser: Browser): Promise<{ page: Page; errors: string[] }> {
+  const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+  page.setDefaultTimeout(10_000);
+  return { page, errors: consoleErrors(page) };
 }
 
 /** The console errors and uncaught exceptions of a page, as they come. */

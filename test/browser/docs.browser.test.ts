@@ -1,38 +1,18 @@
 /** The API documentation (/api/v5/docs) in a real browser: Swagger UI over this service's openapi.json. */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startServe, stop, type Running } from '../process.js';
-import { consoleErrors, launch, screenshot, seriousViolations } from './browser.js';
+import { describe, expect, it } from 'vitest';
+import { newPage, serveAndLaunch, screenshot, seriousViolations } from './browser.js';
 
 const TOKEN = 'browser-docs-token';
-let otm: Running;
-let browser: Browser;
-let dataDir: string;
-
-beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-docs-'));
-  otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write` });
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  if (otm) await stop(otm);
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
+const served = serveAndLaunch('docs', TOKEN);
 
 describe('GET /api/v5/docs', () => {
   it('serves Swagger UI from the package, and calls the API with the token typed into Authorize', async () => {
-    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-    page.setDefaultTimeout(10_000);
-    const errors = consoleErrors(page);
+    const { page, errors } = await newPage(served.browser);
     const outside: string[] = [];
     page.on('request', (r) => {
-      if (!r.url().startsWith(otm.url) && !r.url().startsWith('data:')) outside.push(r.url());
+      if (!r.url().startsWith(served.otm.url) && !r.url().startsWith('data:')) outside.push(r.url());
     });
-    const res = await page.goto(`${otm.url}/api/v5/docs`);
+    const res = await page.goto(`${served.otm.url}/api/v5/docs`);
     expect(res?.status()).toBe(200);
     await page.getByText('OTM trip data exchange service').first().waitFor();
 

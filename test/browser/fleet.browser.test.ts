@@ -1,18 +1,11 @@
 /** The fleet page (/) in a real browser: markers, live moves, a track, the trips, the validator. */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startServe, stop, type Running } from '../process.js';
-import { consoleErrors, launch, screenshot, seriousViolations } from './browser.js';
+import { describe, expect, it } from 'vitest';
+import { newPage, serveAndLaunch, screenshot, seriousViolations } from './browser.js';
 
 const TOKEN = 'browser-fleet-token';
 const H = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-let otm: Running;
-let browser: Browser;
-let dataDir: string;
+const served = serveAndLaunch('fleet', TOKEN);
 
 const location = (vehicle: string, lat: number, lon: number, time: Date) => ({
   eventType: 'locationUpdateEvent',
@@ -20,17 +13,6 @@ const location = (vehicle: string, lat: number, lon: number, time: Date) => ({
   creationDate: time.toISOString(),
   vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle },
   geoReference: { type: 'latLonPointGeoReference', lat, lon },
-});
-
-beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-fleet-'));
-  otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write` });
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  if (otm) await stop(otm);
-  fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe('the fleet page', () => {
@@ -41,19 +23,16 @@ describe('the fleet page', () => {
       location(v, 48 + (i % 20) * 0.3, 2 + Math.floor(i / 20) * 0.6, new Date(now - 120_000)),
       location(v, 48.1 + (i % 20) * 0.3, 2.1 + Math.floor(i / 20) * 0.6, new Date(now - 60_000)),
     ]);
-    const bulk = await fetch(`${otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
+    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
     expect(bulk.status).toBe(200);
-    await fetch(`${otm.url}/api/v5/trips`, {
+    await fetch(`${served.otm.url}/api/v5/trips`, {
       method: 'PUT',
       headers: H,
       body: JSON.stringify({ entityType: 'trip', name: 'Paris run', status: 'inTransit' }),
     });
 
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const page = await context.newPage();
-    page.setDefaultTimeout(10_000);
-    const errors = consoleErrors(page);
-    await page.goto(`${otm.url}/`);
+    const { page, errors } = await newPage(served.browser);
+    await page.goto(`${served.otm.url}/`);
     await page.getByLabel('API token').fill(TOKEN);
     await page.getByRole('button', { name: 'Use token' }).press('Enter');
     // The markers are drawn on a canvas: the page counts them in data-markers once drawn.
@@ -67,7 +46,7 @@ describe('the fleet page', () => {
     const before = await moves();
     const pixels = () => page.locator('#map').screenshot();
     const drawnBefore = await pixels();
-    const put = await fetch(`${otm.url}/api/v5/events`, {
+    const put = await fetch(`${served.otm.url}/api/v5/events`, {
       method: 'PUT',
       headers: H,
       body: JSON.stringify(location(moved, 45, 12, new Date())),

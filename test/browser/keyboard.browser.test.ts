@@ -1,29 +1,12 @@
 /** The fleet page with the keyboard only (Tab, Shift+Tab, Enter, typing): no click anywhere. */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
-import { startServe, stop, type Running } from '../process.js';
-import { consoleErrors, launch, screenshot } from './browser.js';
+import { describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { newPage, serveAndLaunch, screenshot } from './browser.js';
 
 const TOKEN = 'browser-keyboard-token';
 const H = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-let otm: Running;
-let browser: Browser;
-let dataDir: string;
-
-beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-keyboard-'));
-  otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write` });
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  if (otm) await stop(otm);
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
+const served = serveAndLaunch('keyboard', TOKEN);
 
 /** Presses Tab (or Shift+Tab) until the focused element matches `selector`; fails after `max` presses. */
 async function tabTo(page: Page, selector: string, back = false, max = 120): Promise<number> {
@@ -59,19 +42,19 @@ describe('the fleet page with the keyboard', () => {
       vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle },
       geoReference: { type: 'latLonPointGeoReference', lat: 52 + i * 0.1, lon: 5 + i * 0.1 },
     }));
-    expect((await fetch(`${otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) })).status).toBe(200);
+    expect((await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) })).status).toBe(
+      200,
+    );
     const trip = {
       entityType: 'trip',
       name: 'Keyboard run',
       status: 'confirmed',
       actions: [stop1(randomUUID(), 'Depot', 51.9225, 4.47917, 1), stop1(randomUUID(), 'Customer', 52.0907, 5.1214, 2)],
     };
-    expect((await fetch(`${otm.url}/api/v5/trips`, { method: 'PUT', headers: H, body: JSON.stringify(trip) })).status).toBe(200);
+    expect((await fetch(`${served.otm.url}/api/v5/trips`, { method: 'PUT', headers: H, body: JSON.stringify(trip) })).status).toBe(200);
 
-    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-    page.setDefaultTimeout(10_000);
-    const errors = consoleErrors(page);
-    await page.goto(`${otm.url}/`);
+    const { page, errors } = await newPage(served.browser);
+    await page.goto(`${served.otm.url}/`);
 
     // The token form.
     await tabTo(page, '#token');

@@ -1,34 +1,16 @@
 /** A trip on the fleet page: its stops as numbered markers, its actions with their lifecycles. */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser } from 'playwright-core';
-import { startServe, stop, type Running } from '../process.js';
-import { consoleErrors, launch, screenshot, seriousViolations } from './browser.js';
+import { describe, expect, it } from 'vitest';
+import { newPage, serveAndLaunch, screenshot, seriousViolations } from './browser.js';
 
 const TOKEN = 'browser-trip-token';
 const H = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
-let otm: Running;
-let browser: Browser;
-let dataDir: string;
+const served = serveAndLaunch('trip', TOKEN);
 
 async function put(kind: string, doc: unknown): Promise<void> {
-  const res = await fetch(`${otm.url}/api/v5/${kind}`, { method: 'PUT', headers: H, body: JSON.stringify(doc) });
+  const res = await fetch(`${served.otm.url}/api/v5/${kind}`, { method: 'PUT', headers: H, body: JSON.stringify(doc) });
   expect(res.status, await res.clone().text()).toBe(200);
 }
-
-beforeAll(async () => {
-  dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-trip-'));
-  otm = await startServe({ OTM_DATA_DIR: dataDir, OTM_TOKENS: `${TOKEN}:acme:read+write` });
-  browser = await launch();
-});
-afterAll(async () => {
-  await browser?.close();
-  if (otm) await stop(otm);
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
 
 describe('a trip on the fleet page', () => {
   it('draws the stops of a selected trip as numbered markers and lists its actions in order', async () => {
@@ -87,15 +69,13 @@ describe('a trip on the fleet page', () => {
       ],
     });
 
-    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
-    page.setDefaultTimeout(10_000);
-    const errors = consoleErrors(page);
+    const { page, errors } = await newPage(served.browser);
     const calls: string[] = [];
     page.on('request', (r) => {
       const u = new URL(r.url());
       if (/^\/api\/v5\/(trips|actions|locations)\/./.test(u.pathname)) calls.push(u.pathname);
     });
-    await page.goto(`${otm.url}/`);
+    await page.goto(`${served.otm.url}/`);
     await page.getByLabel('API token').fill(TOKEN);
     await page.getByRole('button', { name: 'Use token' }).click();
     await page.getByRole('cell', { name: 'Rotterdam - Utrecht' }).click();

@@ -11,7 +11,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { integrationEnabled } from '../infra/services.js';
-import { sleep, startFlakyReceiver as flakyReceiver, until, type FeedItem as Item } from '../../services/otm/test/receiver.js';
+import {
+  checkArrivals,
+  sleep,
+  startFlakyReceiver as flakyReceiver,
+  until,
+  type FeedItem as Item,
+} from '../../services/otm/test/receiver.js';
 import { startCluster, type Cluster } from './cluster.js';
 
 const uuid = (prefix: string, i: number) => `${prefix}-0000-4000-8000-${i.toString(16).padStart(12, '0')}`;
@@ -105,31 +111,15 @@ describe.skipIf(!integrationEnabled(suite))(suite, () => {
         (items) =>
           `${items.length} changes: ${items.filter((c) => c.kind === 'vehicles').length} of vehicles, ${new Set(items.map((c) => c.id)).size} ids`,
       );
-      const firstArrival = new Map<string, number>();
-      await until(
-        () => {
-          rx.received.forEach((c, i) => {
-            if (!firstArrival.has(c.cursor)) firstArrival.set(c.cursor, i);
-          });
-          return expected.filter((c) => !firstArrival.has(c.cursor)).length;
-        },
-        (missing) => missing === 0,
+      // The feed may hold a change twice (a telemetry batch stored again after a worker restart);
+      // each of its entries arrives. In order per entity: the first arrivals of each entity's changes follow the feed.
+      const { duplicates, byEntity, outOfOrder } = await until(
+        () => checkArrivals(expected, rx.received),
+        (a) => a.missing === 0,
         240_000,
         'every change at the receiver',
+        (a) => String(a.missing),
       );
-      // The feed may hold a change twice (a telemetry batch stored again after a worker restart);
-      // each of its entries arrives.
-      const duplicates = rx.received.length - firstArrival.size;
-      // In order per entity: the first arrivals of each entity's changes follow the feed.
-      const byEntity = new Map<string, number[]>();
-      for (const c of expected) {
-        const at = firstArrival.get(c.cursor)!;
-        const k = `${c.kind}/${c.id}`;
-        const list = byEntity.get(k) ?? [];
-        list.push(at);
-        byEntity.set(k, list);
-      }
-      const outOfOrder = [...byEntity.entries()].filter(([, ats]) => ats.some((a, i) => i > 0 && a < ats[i - 1]!));
       expect(outOfOrder.slice(0, 5)).toEqual([]);
       expect(byEntity.get(`vehicles/${uuid('6f000000', 0)}`)?.length).toBeGreaterThanOrEqual(1);
       const { requests, failed, slow } = rx.stats();

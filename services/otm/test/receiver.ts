@@ -143,6 +143,40 @@ export function verifySignature(secret: string, header: string | undefined, raw:
   return timingSafeEqual(expected, Buffer.from(m[2]!, 'hex'));
 }
 
+/** What arrived of the changes `expected` (in feed order), given the changes `received` (in arrival order). */
+export interface Arrivals {
+  /** How many expected changes have not arrived yet. */
+  missing: number;
+  /** The index in `received` of each cursor's first arrival. */
+  firstArrival: Map<string, number>;
+  /** The arrivals after the first of their change. */
+  duplicates: number;
+  /** Per `kind/id`, the first arrivals of its changes in feed order (filled once nothing is missing). */
+  byEntity: Map<string, number[]>;
+  /** The entities whose changes first arrived out of feed order (filled once nothing is missing). */
+  outOfOrder: Array<[string, number[]]>;
+}
+
+/** Checks that every change of `expected` arrived, each entity's in feed order (by first arrival), and counts the duplicates. */
+export function checkArrivals(expected: readonly FeedItem[], received: readonly FeedItem[]): Arrivals {
+  const firstArrival = new Map<string, number>();
+  received.forEach((c, i) => {
+    if (!firstArrival.has(c.cursor)) firstArrival.set(c.cursor, i);
+  });
+  const missing = expected.filter((c) => !firstArrival.has(c.cursor)).length;
+  const duplicates = received.length - firstArrival.size;
+  const byEntity = new Map<string, number[]>();
+  if (missing > 0) return { missing, firstArrival, duplicates, byEntity, outOfOrder: [] };
+  for (const c of expected) {
+    const k = `${c.kind}/${c.id}`;
+    const list = byEntity.get(k) ?? [];
+    list.push(firstArrival.get(c.cursor)!);
+    byEntity.set(k, list);
+  }
+  const outOfOrder = [...byEntity.entries()].filter(([, ats]) => ats.some((a, i) => i > 0 && a < ats[i - 1]!));
+  return { missing, firstArrival, duplicates, byEntity, outOfOrder };
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `read` until `ok`, or fails after `ms`. */

@@ -23,26 +23,10 @@
 import { Cluster, Redis } from 'ioredis';
 import { AdapterError, type FeedExport } from '@otm/core';
 import type { Keys } from './keys.js';
-import { LuaScript } from './script.js';
+import { releaseLease, takeLease } from './lease.js';
 
 /** Keys looked at by one SCAN call. */
 const SCAN_COUNT = 1_000;
-
-/** KEYS[1]: the lease; ARGV[1]: the owner, ARGV[2]: ms. Takes a free lease or renews one's own. */
-const LEASE = new LuaScript(`
-local v = redis.call('GET', KEYS[1])
-if v == false or v == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-`);
-
-/** KEYS[1]: the lease; ARGV[1]: the owner. Gives up one's own lease. */
-const RELEASE = new LuaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`);
 
 const STREAM_ID = /^(\d{1,15})-(\d{1,15})$/;
 
@@ -103,10 +87,10 @@ export class RedisFeedExport implements FeedExport {
   }
 
   async lease(owner: string, ms: number): Promise<boolean> {
-    return (await this.guard(LEASE.run(this.redis, [this.keys.exportLease()], [owner, String(Math.max(1, Math.round(ms)))]))) === 1;
+    return this.guard(takeLease(this.redis, this.keys.exportLease(), owner, ms));
   }
 
   async release(owner: string): Promise<void> {
-    await this.guard(RELEASE.run(this.redis, [this.keys.exportLease()], [owner]));
+    await this.guard(releaseLease(this.redis, this.keys.exportLease(), owner));
   }
 }

@@ -24,6 +24,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { KindSegment } from '@otm/model';
 import { AdapterError, type DeliveryAttempt, type SubscriptionStore, type WebhookFilter, type WebhookSubscription } from '@otm/core';
 import { SEP, type Keys } from './keys.js';
+import { releaseLease, takeLease } from './lease.js';
 import { LuaScript } from './script.js';
 
 /** KEYS[1]: the tenant's set, KEYS[2]: the hash; ARGV[1]: the limit, ARGV[2]: the id, then field, value, ... */
@@ -78,22 +79,6 @@ redis.call('LPUSH', KEYS[2], ARGV[1])
 redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[2]) - 1)
 if ARGV[3] == '1' then redis.call('HSETNX', KEYS[1], 'failingSince', ARGV[4]) end
 return 1
-`);
-
-/** KEYS[1]: the lease; ARGV[1]: the owner, ARGV[2]: ms. Takes a free lease or renews one's own. */
-const LEASE = new LuaScript(`
-local v = redis.call('GET', KEYS[1])
-if v == false or v == ARGV[1] then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0
-`);
-
-/** KEYS[1]: the lease; ARGV[1]: the owner. */
-const RELEASE = new LuaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
 `);
 
 /** KEYS[1]: the dispatchers' sorted set; ARGV[1]: the owner, ARGV[2]: now (ms), ARGV[3]: ttl (ms). */
@@ -257,12 +242,11 @@ export class RedisSubscriptionStore implements SubscriptionStore {
   }
 
   async lease(tenant: string, id: string, owner: string, ms: number): Promise<boolean> {
-    const px = String(Math.max(1, Math.round(ms)));
-    return (await this.guard(LEASE.run(this.redis, [this.keys.webhookLease(tenant, id)], [owner, px]))) === 1;
+    return this.guard(takeLease(this.redis, this.keys.webhookLease(tenant, id), owner, ms));
   }
 
   async release(tenant: string, id: string, owner: string): Promise<void> {
-    await this.guard(RELEASE.run(this.redis, [this.keys.webhookLease(tenant, id)], [owner]));
+    await this.guard(releaseLease(this.redis, this.keys.webhookLease(tenant, id), owner));
   }
 
   async dispatchers(owner: string, ttlMs: number): Promise<number> {
