@@ -4,12 +4,15 @@
  * revocation made by the command is refused within 6 s.
  */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApiKeyAuthenticator } from '@otm/http';
 import { openRedisApiKeyStore } from '@otm/distributed';
 import { integrationEnabled, requireServices, startRedis, type RedisService } from '../infra/services.js';
-import { OTM_BIN } from '../process.js';
+import { OTM_BIN, startOtm, stop } from '../process.js';
 
 const run = promisify(execFile);
 
@@ -66,4 +69,38 @@ describe.skipIf(!enabled)('otm keys on Redis', () => {
       await opened.close();
     }
   }, 30_000);
+
+  it('a query role without OTM_TOKENS takes API keys when OTM_STREAM_TICKET_SECRET is set, and refuses to start without it', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-keys-only-'));
+    // The Redis entity store (where the keys are); the events in a data folder of its own, which
+    // is enough for a query role to answer.
+    const env = { OTM_ENTITY_STORE: 'redis', REDIS_URL: redis.url, OTM_DATA_DIR: dataDir };
+    try {
+      const refused = await startOtm(['query'], env).then(
+        async (r) => {
+          await stop(r);
+          return '';
+        },
+        (e: Error) => e.message,
+      );
+      expect(refused).toMatch(/OTM_TOKENS: is required by otm query unless OTM_STREAM_TICKET_SECRET is set/);
+
+      const made = await keys('create', '--tenant', 'keys-only', '--scopes', 'read', '--name', 'reader');
+      expect(made.code).toBe(0);
+      const key = made.stdout.trim();
+      const query = await startOtm(['query'], { ...env, OTM_STREAM_TICKET_SECRET: 'x'.repeat(40) });
+      try {
+        expect(query.stdout()).toMatch(/authenticate with an API key \(otm keys create\)/);
+        const list = await fetch(`${query.url}/api/v5/vehicles`, { headers: { authorization: `Bearer ${key}` } });
+        expect(list.status).toBe(200);
+        expect(await list.json()).toEqual({ items: [], next: null });
+        const none = await fetch(`${query.url}/api/v5/vehicles`, { headers: { authorization: 'Bearer not-a-key' } });
+        expect(none.status).toBe(401);
+      } finally {
+        await stop(query);
+      }
+    } finally {
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

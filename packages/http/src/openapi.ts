@@ -77,11 +77,17 @@ const filterParameter = (name: string) => ({
   description: FILTER_TEXT[name],
 });
 
+/** Why any operation may answer 503 before it starts: its credential cannot be checked for now. */
+const CREDENTIAL_UNCHECKED = 'the credential cannot be checked for now: the JWKS (OTM_JWT_JWKS) or the API key store does not answer';
+const capitalFirst = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1);
+
 export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, unknown> = {};
   const common = {
-    '401': errorAnswer('No bearer token, or an unknown one (with WWW-Authenticate: Bearer)'),
-    '403': errorAnswer('The token lacks the scope (write for PUT/DELETE/POST, read for GET)'),
+    '401': errorAnswer(
+      'No credential, or one that is not valid: an unknown token or API key, a revoked or expired API key, a JWT whose signature, issuer, audience or times do not check (with WWW-Authenticate: Bearer)',
+    ),
+    '403': errorAnswer('The credential lacks the scope: write or write:<kind> for PUT, DELETE and POST; read or read:<kind> for GET'),
     '408': errorAnswer(
       'The headers (OTM_HEADERS_TIMEOUT_MS) or the whole request (OTM_REQUEST_TIMEOUT_MS) did not arrive in time; the connection is closed',
     ),
@@ -89,6 +95,7 @@ export function openApiDocument(): Record<string, unknown> {
     '429': tooManyRequests(QUOTA_429),
     '431': errorAnswer('Request line and headers larger than the limit'),
     '500': { description: 'A fault of the service', content: json(ref('serverError')) },
+    '503': errorAnswer(`${capitalFirst(CREDENTIAL_UNCHECKED)} (with Retry-After)`),
   };
   for (const k of KINDS) {
     const name = capital(k.entityType);
@@ -127,7 +134,7 @@ export function openApiDocument(): Record<string, unknown> {
           '415': errorAnswer(
             'A body that is not application/json in UTF-8 (a charset parameter may say utf-8), or sent with a Content-Encoding or a Transfer-Encoding other than chunked',
           ),
-          '503': errorAnswer('The bus cannot take the write now (with Retry-After); nothing was stored'),
+          '503': errorAnswer(`The bus cannot take the write now (with Retry-After); nothing was stored; or ${CREDENTIAL_UNCHECKED}`),
         },
         security: [{ BearerToken: [] }],
       },
@@ -164,7 +171,7 @@ export function openApiDocument(): Record<string, unknown> {
           '400': { description: 'A malformed UUID', content: json(ref('clientError')) },
           '404': errorAnswer('No such entity for this tenant'),
           ...common,
-          '503': errorAnswer('The bus cannot take the delete now (with Retry-After)'),
+          '503': errorAnswer(`The bus cannot take the delete now (with Retry-After); or ${CREDENTIAL_UNCHECKED}`),
         },
         security: [{ BearerToken: [] }],
       },
@@ -192,7 +199,7 @@ export function openApiDocument(): Record<string, unknown> {
           ...common,
           '413': errorAnswer('More than OTM_BULK_LIMIT bytes (as sent, or once decompressed) or OTM_BULK_MAX_ITEMS documents'),
           '415': errorAnswer('A body that is neither JSON nor NDJSON in UTF-8, or compressed otherwise than with gzip'),
-          '503': errorAnswer('The bus cannot take the writes now (with Retry-After); nothing was stored'),
+          '503': errorAnswer(`The bus cannot take the writes now (with Retry-After); nothing was stored; or ${CREDENTIAL_UNCHECKED}`),
         },
         security: [{ BearerToken: [] }],
       },
@@ -573,7 +580,12 @@ export function openApiDocument(): Record<string, unknown> {
     paths,
     components: {
       securitySchemes: {
-        BearerToken: { type: 'http', scheme: 'bearer' },
+        BearerToken: {
+          type: 'http',
+          scheme: 'bearer',
+          description:
+            'A token of OTM_TOKENS, an API key (otm keys create) or a JWT of the identity provider (OTM_JWT_*); each gives a tenant and scopes (read, write, read:<kind>, write:<kind>): docs/auth.md',
+        },
         StreamTicket: {
           type: 'apiKey',
           in: 'query',

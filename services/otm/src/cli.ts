@@ -39,8 +39,21 @@ function tokensFor(config: Config, command: string): { tokens: readonly TokenEnt
     return { tokens: config.tokens, notice: 'authenticate with a token from OTM_TOKENS: Authorization: Bearer <token>' };
   }
   if (command !== 'serve') {
-    // Several stateless processes must agree on their tokens: they come from the environment.
-    throw new ConfigError('OTM_TOKENS', `is required by otm ${command}`);
+    // Several stateless processes must agree on their credentials: static tokens come from the
+    // environment. Without them, JWTs (OTM_JWT_JWKS) and API keys (kept in the entity store) are
+    // the credentials, and the stream tickets one process gives and another takes need a secret
+    // they share, since it cannot be derived from the tokens.
+    if (config.streamTicketSecret === undefined) {
+      throw new ConfigError(
+        'OTM_TOKENS',
+        `is required by otm ${command} unless OTM_STREAM_TICKET_SECRET is set (then JWTs and API keys are the credentials)`,
+      );
+    }
+    const jwt = config.jwt === undefined ? '' : `a JWT of ${config.jwt.issuer} or `;
+    return {
+      tokens: [],
+      notice: `OTM_TOKENS is not set: authenticate with ${jwt}an API key (otm keys create): Authorization: Bearer <credential>`,
+    };
   }
   const kept = keptToken(config.dataDir);
   return { tokens: kept.entries, notice: authNotice(kept, process.stdout.isTTY === true) };

@@ -46,6 +46,21 @@ describe('GET /api/v5/openapi.json', () => {
     expect(doc.paths['/api/v5/trips'].get.responses['429'].description).toContain('OTM_RATE_LIMIT');
     expect(stream.responses['429'].description).toContain('OTM_STREAMS_PER_TOKEN');
     expect(doc.paths['/healthz'].get.responses).not.toHaveProperty('429');
+    // Authentication: the three credentials, and the 503 when one cannot be checked for now (the
+    // JWKS or the API key store down), on every authenticated operation.
+    expect(doc.components.securitySchemes.BearerToken.description).toMatch(/OTM_TOKENS.*API key.*JWT/);
+    for (const [path, ops] of Object.entries(
+      doc.paths as Record<string, Record<string, { security?: unknown; responses: Record<string, { description: string }> }>>,
+    )) {
+      for (const [method, op] of Object.entries(ops)) {
+        if (op.security === undefined) continue;
+        expect({ path, method, has503: op.responses['503']?.description.includes('credential cannot be checked') }).toEqual({
+          path,
+          method,
+          has503: true,
+        });
+      }
+    }
     const operationIds = Object.values(doc.paths).flatMap((p) =>
       Object.values(p as Record<string, { operationId?: string }>).map((o) => o.operationId),
     );
