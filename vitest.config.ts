@@ -25,6 +25,7 @@ const INTEGRATION = [
   'test/contract/',
   'test/distributed/',
   'test/hostile/nginx.test.ts',
+  'test/hostile/nginx-writers.test.ts',
   'packages/distributed/test/clickhouse/store.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
   'packages/distributed/test/kafka/idempotence.test.ts',

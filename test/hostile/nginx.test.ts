@@ -3,40 +3,18 @@
  * embedded service: a body that is too large gets the model's 413 (its JSON error array), never
  * nginx's HTML page or a 502 because the service closed the connection while nginx was still
  * sending the body. The configuration under test is the deployed file itself; only its upstream
- * addresses and its listen port are changed to loopback ones.
+ * addresses and its listen port are changed to loopback ones (nginx-conf.ts).
  */
-import fs from 'node:fs';
 import http from 'node:http';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auth, startService, type TestService } from '../../services/otm/test/helpers.js';
 import { integrationEnabled, requireServices, startNginx, type NginxService } from '../infra/services.js';
-
-const CONF = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../deploy/nginx/otm.conf');
+import { deployedConf } from './nginx-conf.js';
 
 const MiB = 1024 * 1024;
 /** The service's body limit as the test starts it (OTM_BODY_LIMIT's default). Bulk requests get the
  * service's default OTM_BULK_LIMIT, 16 MiB. The configuration's limits must be these. */
 const BODY_LIMIT = 1 * MiB;
-
-/**
- * deploy/nginx/otm.conf with its upstream servers and its listen port changed, and nothing else.
- * Each replacement must match exactly once, so that a change to the file's shape fails here
- * rather than testing something else.
- */
-function deployedConf(listen: string, upstreams: { ingress: string; query: string }): string {
-  let text = fs.readFileSync(CONF, 'utf8');
-  const replaceOnce = (re: RegExp, by: string) => {
-    const hits = text.match(new RegExp(re.source, `${re.flags}g`))?.length ?? 0;
-    if (hits !== 1) throw new Error(`${CONF}: expected one match of ${re}, found ${hits}`);
-    text = text.replace(re, by);
-  };
-  replaceOnce(/^(\s*server\s+)ingress:8080\b/m, `$1${upstreams.ingress}`);
-  replaceOnce(/^(\s*server\s+)query:8080\b/m, `$1${upstreams.query}`);
-  replaceOnce(/^(\s*listen\s+)8080\s*;/m, `$1${listen};`);
-  return text;
-}
 
 interface Answer {
   status: number;

@@ -29,9 +29,13 @@ export interface ConnectionLimits {
   readonly headersTimeoutMs: number;
   /** From the first byte of a request to the end of its body (ms). */
   readonly requestTimeoutMs: number;
-  /** How long a kept-alive connection may wait for its next request (ms). */
+  /** How long a kept-alive connection may wait for its next request (ms); Node closes it 1 s after that. */
   readonly keepAliveTimeoutMs: number;
-  /** How long nothing may be read from or written to a connection, except while the service works on its request (ms). */
+  /**
+   * How long nothing may be read from or written to a connection (ms), except while the service
+   * works on its request, and between requests on a kept-alive connection (the keep-alive timeout
+   * applies there).
+   */
   readonly idleTimeoutMs: number;
   /** Most connections open at once; more are closed as they come. */
   readonly maxConnections: number;
@@ -41,10 +45,13 @@ export interface ConnectionLimits {
 export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = Object.freeze({
   headersTimeoutMs: 10_000,
   requestTimeoutMs: 30_000,
-  // Longer than the idle timeout of the proxies and load balancers in front (nginx keeps upstream
-  // connections 60 s, cloud load balancers 60 s): one that reuses a connection the service has just
-  // closed answers its client 502.
+  // The service must never be the side that closes an idle kept-alive connection, or a proxy may
+  // send a request on it just as it closes and answer its client 502. So this is longer than the
+  // proxies and load balancers in front keep idle connections (deploy/nginx/otm.conf: 30 s; nginx's
+  // default and AWS's load balancer: 60 s), by a margin; Node closes the connection 1 s after it.
+  // Google Cloud's load balancers keep them 600 s: behind one, set more (docs/deployment.md).
   keepAliveTimeoutMs: 65_000,
+  // Not applied between requests on a kept-alive connection: there Node uses the keep-alive timeout.
   idleTimeoutMs: 30_000,
   maxConnections: 1024,
 });
@@ -163,9 +170,9 @@ export const CONFIG_VARIABLES = {
   OTM_REQUEST_TIMEOUT_MS:
     'longest time from the first byte of a request to the end of its body, then 408 and the connection is closed (default 30000)',
   OTM_KEEP_ALIVE_TIMEOUT_MS:
-    'how long a kept-alive connection may wait for its next request (default 65000: longer than the proxy in front keeps its idle connections)',
+    'how long a kept-alive connection may wait for its next request, plus 1 s that Node adds (default 65000: at least 5 s longer than the proxy in front keeps its idle connections)',
   OTM_IDLE_TIMEOUT_MS:
-    'how long nothing may move on a connection (a client that does not read its answer), except while the service works on its request (default 30000)',
+    'how long nothing may move on a connection (a client that does not read its answer), except while the service works on its request and between requests on a kept-alive connection (default 30000)',
   OTM_MAX_CONNECTIONS: 'most connections open at once; more are closed as they come (default 1024)',
   OTM_BULK_THREADS:
     'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',

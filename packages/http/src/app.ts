@@ -264,7 +264,12 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     routerOptions: { ignoreTrailingSlash: false, maxParamLength: MAX_PARAM_LENGTH },
     // Node counts both timeouts from the start of a request (of the connection, for its first one),
     // however the client spreads its bytes, and looks for requests past them every
-    // `connectionsCheckingInterval`: kept short, so that a slow client is cut off soon after.
+    // `connectionsCheckingInterval`: kept short, so that a slow client is cut off soon after. A
+    // kept-alive connection waiting for its next request is in no request: neither timeout counts
+    // its wait, nor does the idle timeout (`connectionTimeout`, the socket's timeout), which Node
+    // replaces by `keepAliveTimeout` plus 1 s once an answer is written, until the next request's
+    // headers arrive. So only the keep-alive timeout closes an idle kept-alive connection, and a
+    // proxy in front must close its idle connections first (deploy/nginx/otm.conf).
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
     connectionTimeout: limits.idleTimeoutMs,
