@@ -165,7 +165,37 @@ interface Write {
   readonly changes: ReadonlyArray<readonly [Entity, Change]>;
 }
 
+/**
+ * The shares of a writer's writes that go to the event log, as cumulative thresholds of a random
+ * number: below `location` a new location event, then up to `correction` a correction of one, then
+ * up to `deletion` a deletion of one; the rest are writes of entities and of events that change
+ * them, in their usual proportions.
+ */
+interface Mix {
+  readonly location: number;
+  readonly correction: number;
+  readonly deletion: number;
+}
+/** The thresholds nextWrite reads its random number against (a stream's mix is mapped onto them). */
+const USUAL_MIX: Mix = { location: 0.4, correction: 0.45, deletion: 0.5 };
+
+/** Maps `u` in [0, 1) piecewise linearly, so that [0, from[0]) becomes [0, to[0]), [from[0], from[1]) becomes [to[0], to[1]), and so on up to 1. */
+function mapShares(u: number, from: readonly number[], to: readonly number[]): number {
+  let a = 0;
+  let b = 0;
+  for (let i = 0; i <= from.length; i++) {
+    const fa = from[i] ?? 1;
+    const tb = to[i] ?? 1;
+    if (u < fa) return b + ((u - a) / (fa - a)) * (tb - b);
+    a = fa;
+    b = tb;
+  }
+  return u;
+}
+
 class Stream {
+  constructor(readonly mix: Mix = USUAL_MIX) {}
+
   readonly entities = new Map<string, Entity>();
   readonly fleet: string[] = Array.from({ length: FLEET }, () => randomUUID());
   /** Event times: a second apart, increasing in the order the events are made, before now. */
@@ -254,7 +284,12 @@ class Stream {
       changes: [[e, { op: 'put', doc }]],
     });
     const del = (e: Entity): Write => ({ method: 'DELETE', path: `/api/v5/${e.kind}/${e.id}`, changes: [[e, { op: 'delete' }]] });
-    const r = Math.random();
+    const m = this.mix;
+    const r = mapShares(
+      Math.random(),
+      [m.location, m.correction, m.deletion],
+      [USUAL_MIX.location, USUAL_MIX.correction, USUAL_MIX.deletion],
+    );
     if (r < 0.4) {
       const vehicle = w < CLOCKLESS && r < 0.1 ? this.fleet[w]! : pick(this.fleet.slice(CLOCKLESS));
       const { entity, doc } = this.locationEvent(w, vehicle);
@@ -388,6 +423,30 @@ class Stream {
       const { entity, doc } = this.locationEvent(-1, this.fleet[CLOCKLESS + (i % (FLEET - CLOCKLESS))]!);
       changes.push([entity, { op: 'put', doc }]);
     }
+    return {
+      method: 'POST',
+      path: '/api/v5/bulk/events',
+      contentType: 'application/x-ndjson',
+      body: changes.map(([, c]) => JSON.stringify(c.doc)).join('\n'),
+      changes,
+    };
+  }
+
+  /**
+   * A bulk request that corrects up to `count` of the bulk requests' location events (another
+   * position, the same event time), as NDJSON: the records of their earlier versions are then dead
+   * in the event log, which compaction drops.
+   */
+  corrections(count: number): Write {
+    const live = this.live(-1, 'events', true);
+    // A random `count` of them (a partial Fisher-Yates shuffle), so that every segment gets some.
+    for (let i = 0; i < Math.min(count, live.length); i++) {
+      const j = i + Math.floor(Math.random() * (live.length - i));
+      [live[i], live[j]] = [live[j]!, live[i]!];
+    }
+    const changes = live
+      .slice(0, count)
+      .map((e): readonly [Entity, Change] => [e, { op: 'put', doc: this.locationDoc(e, 50 + Math.random(), 3 + Math.random()) }]);
     return {
       method: 'POST',
       path: '/api/v5/bulk/events',
@@ -649,11 +708,20 @@ async function putFleet(s: Stream, url: string): Promise<void> {
   }
 }
 
-/** After `s.kill`: waits for the writers, starts the service again on the same folder and checks everything. */
-async function restartAndCheck(s: Stream, r: Running, writers: Promise<void>[], dataDir: string): Promise<Running> {
+/**
+ * After `s.kill`: waits for the writers, starts the service again on the same folder (`start`:
+ * `otm serve`) and checks everything.
+ */
+async function restartAndCheck(
+  s: Stream,
+  r: Running,
+  writers: Promise<void>[],
+  dataDir: string,
+  start: (dataDir: string) => Promise<Running> = (d) => startServe(env(d)),
+): Promise<Running> {
   await Promise.all(writers);
   await stop(r);
-  const next = await startServe(env(dataDir));
+  const next = await start(dataDir);
   running.push(next);
   const problems = [...(await s.resolve(next.url)), ...(await s.check(next.url))];
   expect(s.unexpected).toEqual([]);
@@ -704,6 +772,129 @@ describe('kill -9 in the middle of a stream of writes', () => {
     }
     await stop(r);
   }, 90_000);
+});
+
+/*
+ * Kill -9 in the middle of a compaction of the event log. `otm serve` keeps the event log in
+ * segments of 64 MB and looks for segments worth compacting every 10 minutes by default; here it
+ * runs with segments of 16 KB compacted every 100 ms (OTM_EVENT_SEGMENT_BYTES,
+ * OTM_EVENT_COMPACTION_INTERVAL). Each round writes location events in bulk and then corrects most
+ * of them (another position, the same event time), while writers go on with the usual mix (more
+ * corrections and deletions of location events than usual): the sealed segments are then mostly
+ * dead, and compaction rewrites them. The process is killed with SIGKILL at a moment of the
+ * compaction: when two generations of one segment are on disk (the new one being written, or the
+ * index moving to it, or the old file not removed yet; compaction.ts), at once or a few
+ * milliseconds later; or some time after the corrections were answered, without looking. Then it
+ * is started again on the same folder and everything is checked as above (every acknowledged write
+ * read back as its last version, deletions 404, lists, feed, tracks, positions).
+ */
+
+const SEGMENT_BYTES = 16 * 1024;
+
+/** `otm serve` on `dataDir` with event segments of 16 KB compacted every 100 ms; resolves once it listens. */
+const startCompacting = (dataDir: string): Promise<Running> =>
+  startServe({ ...env(dataDir), OTM_EVENT_SEGMENT_BYTES: String(SEGMENT_BYTES), OTM_EVENT_COMPACTION_INTERVAL: '100ms' });
+
+/** Segments of the event log in `dataDir` with two generations on disk: a compaction of them under way. */
+function compactingNow(dataDir: string): string[] {
+  const gens = new Map<string, number>();
+  for (const f of fs.readdirSync(path.join(dataDir, 'events'))) {
+    const m = /^(\d{10})(?:\.\d+)?\.log$/.exec(f);
+    if (m) gens.set(m[1]!, (gens.get(m[1]!) ?? 0) + 1);
+  }
+  return [...gens].filter(([, n]) => n > 1).map(([seg]) => seg);
+}
+
+/** What the event log's recovery said at a start (its warnings), in short. */
+function recoveryNotes(stdout: string): string[] {
+  const notes: string[] = [];
+  for (const line of stdout.split('\n')) {
+    if (!line.startsWith('{')) continue;
+    const msg = (JSON.parse(line) as { msg?: string }).msg ?? '';
+    if (/^event log/.test(msg)) notes.push(msg.replace(/, (left by|which) .*$/, '').replace(/^event log:? /, ''));
+  }
+  return notes;
+}
+
+describe('kill -9 in the middle of a compaction of the event log', () => {
+  it('then every acknowledged write reads back as its last version, deletions are 404, and lists, feed, tracks and positions agree', async () => {
+    const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-crash-compaction-'));
+    dirs.push(dataDir);
+    // Twice the usual share of location events, mostly corrections and deletions of them.
+    const s = new Stream({ location: 0.2, correction: 0.55, deletion: 0.7 });
+    const restarts: Array<{ listening: number; answered: number }> = [];
+    /** Starts the service again, and times it: until it listens, and until a GET is answered 200. */
+    const start = async (dir: string): Promise<Running> => {
+      const from = Date.now();
+      const r = await startCompacting(dir);
+      const listening = Date.now() - from;
+      for (;;) {
+        const res = await fetch(`${r.url}/api/v5/vehicles/${s.fleet[0]}`, { headers }).catch(() => undefined);
+        if (res?.status === 200) break;
+        if (Date.now() - from > 120_000) throw new Error(`no GET answered 200 within 120 s of the start: ${res?.status}`);
+        await sleep(5);
+      }
+      restarts.push({ listening, answered: Date.now() - from });
+      return r;
+    };
+    let r = await startCompacting(dataDir);
+    running.push(r);
+    await putFleet(s, r.url);
+    // When each round kills: ms after two generations of a segment were first seen, or (blind) ms
+    // after the corrections were answered.
+    const moments: Array<{ seen: number } | { blind: number }> = [
+      { seen: 0 },
+      { seen: 0 },
+      { seen: 2 },
+      { seen: 5 },
+      { seen: 10 },
+      { seen: 25 },
+      { blind: 30 },
+      { blind: 120 },
+      { blind: 250 },
+    ];
+    const rounds: string[] = [];
+    for (const [i, moment] of moments.entries()) {
+      const writers = Array.from({ length: 4 }, (_, w) => s.writer(r.url, w));
+      expect(await s.send(r.url, s.bulk(600))).toBe('answered');
+      expect(await s.send(r.url, s.corrections(500))).toBe('answered');
+      let seen: string[] = [];
+      if ('seen' in moment) {
+        const until = Date.now() + 15_000;
+        while ((seen = compactingNow(dataDir)).length === 0 && Date.now() < until) await sleep(1);
+        if (moment.seen > 0) await sleep(moment.seen);
+      } else {
+        await sleep(moment.blind);
+      }
+      // What is on disk right before the kill (a step may still end in between).
+      const atKill = compactingNow(dataDir);
+      const files = fs.readdirSync(path.join(dataDir, 'events')).length;
+      s.kill(r);
+      const killed = r;
+      r = await restartAndCheck(s, r, writers, dataDir, start);
+      running.push(r);
+      const t = restarts[restarts.length - 1]!;
+      const notes = recoveryNotes(r.stdout());
+      const segs = (list: string[]) => (list.length === 0 ? 'none' : list.map(Number).join(','));
+      rounds.push(
+        `kill ${i + 1} (${'seen' in moment ? `${moment.seen} ms after a compaction was seen, of segment ${segs(seen)}` : `${moment.blind} ms after the corrections, blind`}): ` +
+          `in two generations at the kill: ${segs(atKill)}; ${files} files; ${s.acked} writes acknowledged so far; ` +
+          `restart: listening in ${(t.listening / 1000).toFixed(2)} s, first GET 200 in ${(t.answered / 1000).toFixed(2)} s; ` +
+          `recovery: ${notes.join('; ') || 'nothing to say'}`,
+      );
+      expect(killed.child.signalCode).toBe('SIGKILL');
+      if ('seen' in moment) expect(seen, `round ${i + 1}: no compaction seen under way within 15 s`).not.toEqual([]);
+      // A generous liveness bound, not a timing target.
+      expect(t.answered).toBeLessThan(120_000);
+    }
+    const log = fs.readdirSync(path.join(dataDir, 'events')).map((f) => fs.statSync(path.join(dataDir, 'events', f)).size);
+    console.log(
+      `compaction crash: ${moments.length} kills, ${s.acked} writes acknowledged, ${s.entities.size} ids, all found as acknowledged after every restart\n` +
+        `${rounds.join('\n')}\n` +
+        `the log is ${log.length} files, ${Math.round(log.reduce((a, b) => a + b, 0) / 1024)} KB at the end`,
+    );
+    await stop(r);
+  }, 240_000);
 });
 
 describe('a generated token', () => {

@@ -17,9 +17,9 @@ import {
   startKafka,
   startRedis,
   type KafkaService,
+  type ClickHouseService,
   type KafkaStartOptions,
   type RedisService,
-  type UrlService,
 } from '../infra/services.js';
 import { OTM_BIN, startOtm, stop, type Running } from '../process.js';
 
@@ -30,7 +30,7 @@ export const TOKENS = 'writer-token-acme:acme:read+write,reader-token-acme:acme:
 export interface Cluster {
   readonly url: string;
   readonly kafka: KafkaService;
-  readonly clickhouse: UrlService;
+  readonly clickhouse: ClickHouseService;
   readonly redis: RedisService;
   readonly env: Record<string, string>;
   readonly processes: Map<string, Running>;
@@ -73,7 +73,7 @@ export async function startCluster(
   }
   const [kafka, clickhouse, redis] = started.map((r) => (r as PromiseFulfilledResult<unknown>).value) as [
     KafkaService,
-    UrlService,
+    ClickHouseService,
     RedisService,
   ];
   const env: Record<string, string> = {

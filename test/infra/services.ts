@@ -86,6 +86,29 @@ export interface RedisService extends UrlService {
   restart(): Promise<void>;
 }
 
+/** A ClickHouse server we started ourselves can be stopped and started again; an external one cannot. */
+export interface ClickHouseService extends UrlService {
+  /** The server's process; changes on restart(). Undefined for an external server. */
+  readonly pid?: number;
+  /**
+   * Stops our server (SIGCONT first, should it be paused; then SIGTERM) and keeps its data folder
+   * and ports: `restart()` starts it again; new connections are refused meanwhile. Resolves once
+   * the process is gone: 'exited' when it ended on SIGTERM, 'killed' when it was still there 10 s
+   * later and got SIGKILL. 18.16 closes its listening sockets at once but goes on serving the
+   * connections it has, and a client that keeps them busy (keep-alive inserts) holds its exit up
+   * for good (README, ClickHouse quirks). Throws for an external server.
+   */
+  shutdown(): Promise<'exited' | 'killed'>;
+  /** Abrupt stop (SIGKILL), keeping the data folder and ports. Throws for an external server. */
+  kill(): Promise<void>;
+  /**
+   * Starts the server again on the same ports and data folder (tables and rows written before are
+   * there), first stopping it cleanly if it runs; resolves once /ping answers. Throws for an
+   * external server, and after stop().
+   */
+  restart(): Promise<void>;
+}
+
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const REPO_ROOT = path.resolve(HERE, '../..');
 const CACHE_DIR = path.join(REPO_ROOT, 'node_modules', '.cache', 'otm-test');
@@ -1024,14 +1047,59 @@ function clickHouseConfig(original: string, dir: string, ports: { http: number; 
   return xml;
 }
 
+/** A clickhouse-server that answered /ping, or why it did not. */
+type ClickHouseLaunch = { child: ChildProcess } | { error: Error; portTaken: boolean };
+
+/**
+ * Runs clickhouse-server on the configuration in `dir` (data, logs and ports as clickHouseConfig
+ * wrote them) and waits up to 30 s for its /ping on `url`.
+ */
+async function launchClickHouse(server: string, dir: string, url: string): Promise<ClickHouseLaunch> {
+  const child = spawnService(server, [`--config-file=${path.join(dir, 'config.xml')}`], { cwd: dir });
+  recordServer(dir, child);
+  const stderr = tail(child.stderr);
+  const stdout = tail(child.stdout);
+  let spawnError: Error | undefined;
+  child.once('error', (e) => (spawnError = e));
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (spawnError || exited(child)) break;
+    if ((await httpOk(`${url}/ping`, 1_000))?.startsWith('Ok')) {
+      // Someone else's server on a port taken meanwhile would answer too: ours must be alive.
+      await sleep(20);
+      if (!exited(child)) return { child };
+      break;
+    }
+    await sleep(50);
+  }
+  const died = exited(child);
+  const errLog = readTail(path.join(dir, 'log', 'clickhouse-server.err.log'));
+  await killNow(child);
+  const detail = `${spawnError?.message ?? ''}\n${stderr()}\n${stdout()}\n${errLog}`.trim();
+  return {
+    error: new Error(
+      died
+        ? `clickhouse-server exited before answering /ping: ${detail}`
+        : `clickhouse-server did not answer ${url}/ping within 30 s: ${detail}`,
+    ),
+    portTaken: /Address already in use/i.test(detail),
+  };
+}
+
 /**
  * Starts a private clickhouse-server (Debian's 18.16) on free loopback ports with its data in a
  * temp folder, and returns its HTTP URL once /ping answers. With CLICKHOUSE_URL set, returns that
- * server instead (stop() then does nothing).
+ * server instead (stop() then does nothing; shutdown(), kill() and restart() throw).
  */
-export async function startClickHouse(): Promise<UrlService> {
+export async function startClickHouse(): Promise<ClickHouseService> {
   const envUrl = process.env.CLICKHOUSE_URL;
-  if (envUrl) return { url: envUrl.replace(/\/+$/, ''), external: true, stop: async () => {} };
+  if (envUrl) {
+    const url = envUrl.replace(/\/+$/, '');
+    const notOurs = async () => {
+      throw new Error(`startClickHouse: cannot stop or restart the external ClickHouse at ${url} (CLICKHOUSE_URL)`);
+    };
+    return { url, external: true, stop: async () => {}, shutdown: notOurs, kill: notOurs, restart: notOurs };
+  }
   requireServices(['clickhouse']);
   const server = findExecutable('clickhouse-server')!;
   let lastError: Error | undefined;
@@ -1044,56 +1112,69 @@ export async function startClickHouse(): Promise<UrlService> {
       const config = clickHouseConfig(fs.readFileSync('/etc/clickhouse-server/config.xml', 'utf8'), dir, { http, tcp, interserver });
       fs.writeFileSync(path.join(dir, 'config.xml'), config);
       fs.copyFileSync('/etc/clickhouse-server/users.xml', path.join(dir, 'users.xml'));
-      const child = spawnService(server, [`--config-file=${path.join(dir, 'config.xml')}`], { cwd: dir });
-      recordServer(dir, child);
-      const stderr = tail(child.stderr);
-      const stdout = tail(child.stdout);
-      let spawnError: Error | undefined;
-      child.once('error', (e) => (spawnError = e));
       const url = `http://${LOOPBACK}:${http}`;
-      const deadline = Date.now() + 30_000;
-      let ready = false;
-      while (Date.now() < deadline) {
-        if (spawnError || exited(child)) break;
-        if ((await httpOk(`${url}/ping`, 1_000))?.startsWith('Ok')) {
-          // Someone else's server on a port taken meanwhile would answer too: ours must be alive.
-          await sleep(20);
-          ready = !exited(child);
-          break;
-        }
-        await sleep(50);
-      }
-      if (ready) {
-        let stopped = false;
-        return {
-          url,
-          external: false,
-          pid: child.pid!,
-          stop: async () => {
-            if (stopped) return;
-            stopped = true;
-            await terminate(child, 10_000);
-            removeScratchDir(dir);
-          },
-        };
-      }
-      const died = exited(child);
-      const errLog = readTail(path.join(dir, 'log', 'clickhouse-server.err.log'));
-      await killNow(child);
-      const detail = `${spawnError?.message ?? ''}\n${stderr()}\n${stdout()}\n${errLog}`.trim();
-      lastError = new Error(
-        died
-          ? `clickhouse-server exited before answering /ping: ${detail}`
-          : `clickhouse-server did not answer ${url}/ping within 30 s: ${detail}`,
-      );
+      const launched = await launchClickHouse(server, dir, url);
+      if ('child' in launched) return clickHouseService(server, dir, url, launched.child);
+      lastError = launched.error;
       removeScratchDir(dir);
-      if (!/Address already in use/i.test(detail)) break;
+      if (!launched.portTaken) break;
     } catch (e) {
       removeScratchDir(dir);
       throw e;
     }
   }
   throw lastError ?? new Error('clickhouse-server did not start');
+}
+
+function clickHouseService(server: string, dir: string, url: string, first: ChildProcess): ClickHouseService {
+  let current = first;
+  let stopped = false;
+  /** Stops the server (SIGTERM, SIGKILL after `graceMs`; or SIGKILL at once): how it ended. */
+  const halt = async (graceMs: number): Promise<'exited' | 'killed'> => {
+    if (exited(current)) return 'exited';
+    current.kill('SIGCONT');
+    if (graceMs > 0) {
+      current.kill('SIGTERM');
+      if (await waitExit(current, graceMs)) return 'exited';
+    }
+    await killNow(current);
+    return 'killed';
+  };
+  return {
+    url,
+    external: false,
+    get pid() {
+      return current.pid;
+    },
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      await halt(10_000);
+      removeScratchDir(dir);
+    },
+    shutdown: async () => {
+      if (stopped) throw new Error('startClickHouse: shutdown() after stop()');
+      return halt(10_000);
+    },
+    kill: async () => {
+      if (stopped) throw new Error('startClickHouse: kill() after stop()');
+      await halt(0);
+    },
+    restart: async () => {
+      if (stopped) throw new Error('startClickHouse: restart() after stop()');
+      await halt(10_000);
+      // The same ports: a client keeps its URL. They were ours a moment ago; should another
+      // process take one meanwhile, the start fails and says so (a few tries, a second apart).
+      let launched: ClickHouseLaunch | undefined;
+      for (let attempt = 0; attempt < 5; attempt++) {
+        if (attempt > 0) await sleep(1_000);
+        launched = await launchClickHouse(server, dir, url);
+        if ('child' in launched || !launched.portTaken) break;
+      }
+      if (launched === undefined || !('child' in launched)) throw launched?.error ?? new Error('clickhouse-server did not start again');
+      current = launched.child;
+    },
+  };
 }
 
 function readTail(file: string, max = 4_000): string {

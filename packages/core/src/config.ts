@@ -98,6 +98,10 @@ export interface Config {
   readonly feedRetentionMs: number;
   /** Longest window of a vehicle track request, in days. */
   readonly trackMaxDays: number;
+  /** The embedded event log's segment size: a new segment starts beyond it (bytes). */
+  readonly eventSegmentBytes: number;
+  /** How often the embedded event log looks for sealed segments worth compacting (ms); 0: never. */
+  readonly eventCompactionIntervalMs: number;
   /** Most open streams (GET /api/v5/stream) of one token in one process; more are answered 429. */
   readonly streamsPerToken: number;
   /** Requests (bulk documents each) a credential may make (OTM_RATE_LIMIT); undefined: no limit. */
@@ -179,6 +183,10 @@ export const CONFIG_VARIABLES = {
   OTM_FEED_RETENTION:
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
   OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
+  OTM_EVENT_SEGMENT_BYTES:
+    'size in bytes beyond which the embedded event log starts a new segment file; only sealed segments are compacted (default 67108864, 64 MiB)',
+  OTM_EVENT_COMPACTION_INTERVAL:
+    'how often the embedded event log looks for sealed segments mostly made of replaced or deleted events, to rewrite them: a number with ms, s, m or h (default 10m), or off',
   OTM_STREAMS_PER_TOKEN: 'most open streams (GET /api/v5/stream) of one token in one process; more get 429 (default 10)',
   OTM_RATE_LIMIT:
     'requests one credential (token, API key, JWT subject) may make, a bulk document counting one: a count a second or a minute such as 1000/s or 60000/m; more get 429 (default: no limit)',
@@ -220,13 +228,13 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   return Number(v);
 }
 
-const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
-/** A duration such as `90s`, `30m`, `12h` or `7d`, in ms. */
+/** A duration such as `500ms`, `90s`, `30m`, `12h` or `7d`, in ms. */
 function duration(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
   const v = env[name];
   if (v === undefined || v === '') return fallbackMs;
-  const m = /^(\d{1,9})([smhd])$/.exec(v.trim());
+  const m = /^(\d{1,9})(ms|[smhd])$/.exec(v.trim());
   const ms = m ? Number(m[1]) * DURATION_UNITS[m[2]!]! : NaN;
   if (!(ms >= minMs && ms <= maxMs)) {
     throw new ConfigError(name, `must be a duration such as 12h or 7d, from ${minMs / 1000} s to ${maxMs / 86_400_000} days, got '${v}'`);
@@ -469,6 +477,8 @@ export function loadConfig(env: Env = process.env): Config {
     bulkThreads: integer(env, 'OTM_BULK_THREADS', Math.min(4, Math.max(1, os.availableParallelism() - 1)), 0, 64),
     connections,
     feedRetentionMs: duration(env, 'OTM_FEED_RETENTION', 7 * 86_400_000, 60_000, 3_650 * 86_400_000),
+    eventSegmentBytes: integer(env, 'OTM_EVENT_SEGMENT_BYTES', 64 * 1024 * 1024, 4096, 1024 * 1024 * 1024),
+    eventCompactionIntervalMs: durationOrOff(env, 'OTM_EVENT_COMPACTION_INTERVAL', 10 * 60_000, 100, 24 * 3_600_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
     streamsPerToken: integer(env, 'OTM_STREAMS_PER_TOKEN', 10, 1, 100_000),
     rateLimit: rateLimit(env, 'OTM_RATE_LIMIT'),

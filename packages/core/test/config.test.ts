@@ -96,6 +96,14 @@ describe('loadConfig', () => {
 
   it('reads the entity export interval as a duration, or off', () => {
     expect(loadConfig({}).entityExportIntervalMs).toBe(1_000);
+    expect(loadConfig({})).toMatchObject({ eventSegmentBytes: 64 * 1024 * 1024, eventCompactionIntervalMs: 600_000 });
+    expect(loadConfig({ OTM_EVENT_SEGMENT_BYTES: '16384', OTM_EVENT_COMPACTION_INTERVAL: '250ms' })).toMatchObject({
+      eventSegmentBytes: 16_384,
+      eventCompactionIntervalMs: 250,
+    });
+    expect(loadConfig({ OTM_EVENT_COMPACTION_INTERVAL: 'off' }).eventCompactionIntervalMs).toBe(0);
+    expect(() => loadConfig({ OTM_EVENT_SEGMENT_BYTES: '100' })).toThrow(/OTM_EVENT_SEGMENT_BYTES: must be a whole number from 4096/);
+    expect(() => loadConfig({ OTM_EVENT_COMPACTION_INTERVAL: '10ms' })).toThrow(/OTM_EVENT_COMPACTION_INTERVAL: must be off or a duration/);
     expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: '5s' }).entityExportIntervalMs).toBe(5_000);
     expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: '2m' }).entityExportIntervalMs).toBe(120_000);
     expect(loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: 'off' }).entityExportIntervalMs).toBe(0);

@@ -56,6 +56,9 @@ type AdapterConfig = Pick<Config, 'dataDir' | 'bus' | 'kafkaBrokers' | 'entitySt
   readonly redisCache?: boolean;
   /** How long the change feed keeps changes (default: the stores' own, 7 days). */
   readonly feedRetentionMs?: Config['feedRetentionMs'];
+  /** The embedded event log's segment size and compaction interval (default: the log's own). */
+  readonly eventSegmentBytes?: Config['eventSegmentBytes'];
+  readonly eventCompactionIntervalMs?: Config['eventCompactionIntervalMs'];
 };
 
 export function openAdapters(config: AdapterConfig, logger: Logger, opts: AdapterOptions = {}): Adapters {
@@ -67,6 +70,8 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
       // its events only beside the embedded one (else the telemetry worker records them in Redis).
       telemetryEffects: config.entityStore === 'embedded',
       ...(config.feedRetentionMs === undefined ? {} : { feedRetentionMs: config.feedRetentionMs }),
+      ...(config.eventSegmentBytes === undefined ? {} : { eventSegmentBytes: config.eventSegmentBytes }),
+      ...(config.eventCompactionIntervalMs === undefined ? {} : { eventCompaction: { intervalMs: config.eventCompactionIntervalMs } }),
     }));
 
   const kafka =
