@@ -50,11 +50,16 @@ export async function newPage(browser: Browser): Promise<{ page: Page; errors: s
   return { page, errors: consoleErrors(page) };
 }
 
-/** The console errors and uncaught exceptions of a page, as they come. */
+/**
+ * The console errors and uncaught exceptions of a page, as they come. A resource that failed to
+ * load is followed by its URL: `Failed to load resource: ... status of 404 (Not Found) <url>`.
+ */
 export function consoleErrors(page: Page): string[] {
   const errors: string[] = [];
   page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
+    if (m.type() !== 'error') return;
+    const url = m.location().url;
+    errors.push(m.text().startsWith('Failed to load resource') && url ? `${m.text()} ${url}` : m.text());
   });
   page.on('pageerror', (e) => errors.push(String(e)));
   return errors;
@@ -76,4 +81,21 @@ export async function seriousViolations(page: Page, opts: { include?: string; di
   return violations
     .filter((v) => v.impact === 'serious' || v.impact === 'critical')
     .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
+}
+
+/** Presses Tab (or Shift+Tab) until the focused element matches `selector`; fails after `max` presses. */
+export async function tabTo(page: Page, selector: string, back = false, max = 120): Promise<number> {
+  for (let i = 1; i <= max; i++) {
+    await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
+    if ((await page.locator(`${selector}:focus`).count()) > 0) return i;
+  }
+  throw new Error(`${selector} not reached with ${max} ${back ? 'Shift+Tab' : 'Tab'}`);
+}
+
+/**
+ * The errors but the 404s of the fleet page's lifecycle probes (`GET /api/v5/actions/{id}?lifecycle=`
+ * of a lifecycle an action has no version of: how the API says so).
+ */
+export function withoutLifecycleProbes(errors: readonly string[]): string[] {
+  return errors.filter((e) => !/status of 404 .*\/api\/v5\/actions\/[0-9a-f-]{36}\?lifecycle=[a-z]+$/.test(e));
 }

@@ -6,7 +6,8 @@ const TOKEN = 'browser-docs-token';
 const served = serveAndLaunch('docs', TOKEN);
 
 describe('GET /api/v5/docs', () => {
-  it('serves Swagger UI from the package, and calls the API with the token typed into Authorize', async () => {
+  // axe-core takes about 10 s over Swagger UI's page on two cores.
+  it('serves Swagger UI from the package, and calls the API with the token typed into Authorize', { timeout: 60_000 }, async () => {
     const { page, errors } = await newPage(served.browser);
     const outside: string[] = [];
     page.on('request', (r) => {
@@ -18,6 +19,9 @@ describe('GET /api/v5/docs', () => {
 
     await page.getByRole('button', { name: 'Authorize' }).first().click();
     const dialog = page.locator('.modal-ux');
+    await dialog.locator('input[type=text], input[type=password]').first().waitFor();
+    // The dialog's close button (an icon alone) is named by our script around Swagger UI (axe: button-name).
+    expect(await dialog.locator('button.close-modal').getAttribute('aria-label')).toBe('Close');
     await dialog.locator('input[type=text], input[type=password]').first().fill(TOKEN);
     // Two schemes (the bearer token, the stream ticket): each its own form; the bearer token's comes first.
     await dialog.locator('button.authorize').first().click();
@@ -26,6 +30,9 @@ describe('GET /api/v5/docs', () => {
 
     const op = page.locator('#operations-Vehicle-getLatestPositions');
     await op.locator('.opblock-summary').first().click();
+    // Deep linking stays (the address follows the operation opened), though the path is no link.
+    await expect.poll(() => new URL(page.url()).hash).toBe('#/Vehicle/getLatestPositions');
+    expect(await op.locator('.opblock-summary-control a[href]').count()).toBe(0);
     await op.getByRole('button', { name: 'Try it out' }).click();
     await op.getByRole('button', { name: 'Execute' }).click();
     const status = op.locator('.live-responses-table tbody .response-col_status').first();
@@ -35,10 +42,9 @@ describe('GET /api/v5/docs', () => {
 
     expect(errors).toEqual([]);
     expect(outside).toEqual([]);
-    // Swagger UI's own markup has two serious axe violations that configuration cannot remove:
-    // color-contrast (white on its coloured method badges and buttons) and nested-interactive
-    // (a focusable copy button inside each operation's summary button). Nothing else may appear.
-    const rules = new Set((await seriousViolations(page)).map((v) => v.split(' ')[0]));
-    expect([...rules].filter((r) => r !== 'color-contrast' && r !== 'nested-interactive')).toEqual([]);
+    // No serious or critical violation: our CSS darkens Swagger UI's colours (color-contrast), its
+    // operations' paths are text, not links inside their buttons (nested-interactive), and the
+    // fields of Try it out are named (label-title-only).
+    expect(await seriousViolations(page)).toEqual([]);
   });
 });

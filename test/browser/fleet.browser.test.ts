@@ -1,4 +1,4 @@
-/** The fleet page (/) in a real browser: markers, live moves, a track, the trips, the validator. */
+/** The fleet page (/) in a real browser: markers, live moves, a track and its time slider, the trips, the validator. */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { newPage, serveAndLaunch, screenshot, seriousViolations } from './browser.js';
@@ -83,6 +83,108 @@ describe('the fleet page', () => {
     // The browser logs the validator's 400 (the expected answer for an invalid document); nothing else.
     expect(errors.filter((e) => !e.includes('status of 400'))).toEqual([]);
     expect(errors.filter((e) => e.includes('status of 400'))).toHaveLength(1);
+    expect(await seriousViolations(page)).toEqual([]);
+  });
+
+  it("moves a marker along a vehicle's track with the time slider, by pointer and by keyboard", async () => {
+    // Six positions eastwards, a minute apart but for a four-minute gap between the fourth and the fifth.
+    const vehicle = randomUUID();
+    const base = Date.now() - 600_000;
+    const offsets = [0, 60, 120, 180, 420, 480].map((s) => s * 1000);
+    const events = offsets.map((o, i) => {
+      const e = location(vehicle, 52 + i * 0.01, 4.8 + i * 0.05, new Date(base + o));
+      return {
+        ...e,
+        geoReference: { ...e.geoReference, speed: { value: 30 + i * 10, unit: 'km/h' }, heading: { value: 80 + i, unit: 'degrees' } },
+      };
+    });
+    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
+    expect(bulk.status).toBe(200);
+
+    const { page, errors } = await newPage(served.browser);
+    await page.goto(`${served.otm.url}/`);
+    await page.getByLabel('API token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByText('following changes').waitFor();
+    await page.getByLabel('Vehicle', { exact: true }).selectOption(vehicle);
+    await page.getByRole('button', { name: 'Show track' }).click();
+    await page.getByText('Track of 6 positions.').waitFor();
+
+    const at = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+    const slider = page.getByRole('slider', { name: 'Time on the track' });
+    const valueText = () => slider.getAttribute('aria-valuetext');
+    const details = () => page.locator('#track-point').innerText();
+    const markerX = async () => {
+      const box = await page.locator('path.track-marker').boundingBox();
+      return box!.x + box!.width / 2;
+    };
+    /** How much of the line's width the travelled part covers, in tenths (the positions are evenly spaced eastwards). */
+    const travelled = async () => {
+      const [done, line] = await Promise.all([
+        page.locator('path.track-done').boundingBox(),
+        page.locator('path.track-line').boundingBox(),
+      ]);
+      return Math.round((10 * (done!.width - 4)) / (line!.width - 3));
+    };
+    // The map fits the track (animated): wait for the end of the zoom, and for the marker to stay put.
+    await expect.poll(travelled).toBe(10);
+    await expect.poll(() => page.locator('.leaflet-map-pane.leaflet-zoom-anim').count(), { timeout: 5000 }).toBe(0);
+    let last = NaN;
+    await expect
+      .poll(
+        async () => {
+          const [x, was] = [await markerX(), last];
+          last = x;
+          return x === was;
+        },
+        { timeout: 5000, interval: 200 },
+      )
+      .toBe(true);
+
+    // The map fitted the track (even while the fit to the vehicles may still animate).
+    expect((await page.locator('path.track-line').boundingBox())!.width).toBeGreaterThan(200);
+
+    // It starts at the newest position.
+    expect(await valueText()).toBe(`${at(base + offsets[5]!)}, position 6 of 6`);
+    expect(await details()).toMatch(/Speed\s+80 km\/h/);
+    expect(await details()).toMatch(/Heading\s+85°/);
+    const x6 = await markerX();
+
+    // The keyboard: each arrow a position.
+    await slider.focus();
+    for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowLeft');
+    expect(await valueText()).toBe(`${at(base + offsets[2]!)}, position 3 of 6`);
+    expect(await details()).toContain('52.02000, 4.90000');
+    expect(await details()).toMatch(/Speed\s+50 km\/h/);
+    // The map is redrawn on the next frame.
+    await expect.poll(travelled, { timeout: 5000 }).toBe(4); // two fifths of the way
+    await expect.poll(markerX).toBeLessThan(x6 - 50);
+    const x3 = await markerX();
+    // The rest of the line stays drawn, dimmed, under the travelled part.
+    expect(await page.locator('path.track-line').getAttribute('stroke-opacity')).toBe('0.35');
+    await screenshot(page, 'fleet-track-slider.png');
+
+    // A time between two positions (as a drag leaves it): the position reported last before it.
+    await slider.fill(String(300_000));
+    expect(await valueText()).toBe(`${at(base + 300_000)}, position 4 of 6`);
+    expect(await page.locator('#track-time-value').textContent()).toBe(at(base + 300_000));
+    expect(await details()).toContain(at(base + offsets[3]!));
+    // Left goes back to the position shown (its time), Right on to the next.
+    await page.keyboard.press('ArrowLeft');
+    expect(await valueText()).toBe(`${at(base + offsets[3]!)}, position 4 of 6`);
+    await page.keyboard.press('ArrowRight');
+    expect(await valueText()).toBe(`${at(base + offsets[4]!)}, position 5 of 6`);
+    // Home and End: the ends; Page Down: a tenth of the period back.
+    await page.keyboard.press('Home');
+    expect(await valueText()).toBe(`${at(base)}, position 1 of 6`);
+    await expect.poll(markerX).toBeLessThan(x3);
+    await expect.poll(travelled, { timeout: 5000 }).toBe(0);
+    await page.keyboard.press('End');
+    expect(await valueText()).toBe(`${at(base + offsets[5]!)}, position 6 of 6`);
+    await page.keyboard.press('PageDown');
+    expect(await valueText()).toBe(`${at(base + 432_000)}, position 5 of 6`);
+
+    expect(errors).toEqual([]);
     expect(await seriousViolations(page)).toEqual([]);
   });
 });

@@ -1,21 +1,11 @@
 /** The fleet page with the keyboard only (Tab, Shift+Tab, Enter, typing): no click anywhere. */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { Page } from 'playwright-core';
-import { newPage, serveAndLaunch, screenshot } from './browser.js';
+import { newPage, serveAndLaunch, screenshot, tabTo, withoutLifecycleProbes } from './browser.js';
 
 const TOKEN = 'browser-keyboard-token';
 const H = { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' };
 const served = serveAndLaunch('keyboard', TOKEN);
-
-/** Presses Tab (or Shift+Tab) until the focused element matches `selector`; fails after `max` presses. */
-async function tabTo(page: Page, selector: string, back = false, max = 120): Promise<number> {
-  for (let i = 1; i <= max; i++) {
-    await page.keyboard.press(back ? 'Shift+Tab' : 'Tab');
-    if ((await page.locator(`${selector}:focus`).count()) > 0) return i;
-  }
-  throw new Error(`${selector} not reached with ${max} ${back ? 'Shift+Tab' : 'Tab'}`);
-}
 
 const stop1 = (id: string, name: string, lat: number, lon: number, seq: number) => ({
   associationType: 'inline',
@@ -91,6 +81,22 @@ describe('the fleet page with the keyboard', () => {
     await page.keyboard.press('Enter');
     await page.getByText('Track of 2 positions.').waitFor();
 
+    // The time slider: Tab to it (it starts at the newest position), Left to the first, Right back.
+    const at = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+    const t0 = Date.parse(events[0]!.creationDate);
+    const t1 = Date.parse(events[1]!.creationDate);
+    const valueText = () => page.locator('#track-slider').getAttribute('aria-valuetext');
+    await tabTo(page, '#track-slider');
+    expect(await valueText()).toBe(`${at(t1)}, position 2 of 2`);
+    await page.keyboard.press('ArrowLeft');
+    expect(await valueText()).toBe(`${at(t0)}, position 1 of 2`);
+    expect(await page.locator('#track-point').innerText()).toContain('52.00000, 5.00000');
+    await page.keyboard.press('ArrowRight');
+    expect(await valueText()).toBe(`${at(t1)}, position 2 of 2`);
+    expect(await page.locator('#track-point').innerText()).toContain('52.10000, 5.10000');
+    await page.keyboard.press('Home');
+    expect(await valueText()).toBe(`${at(t0)}, position 1 of 2`);
+
     // The validator: kind (ArrowDown then ArrowUp: back to vehicles), the document typed, Check with Enter.
     await tabTo(page, '#validate-kind');
     await page.keyboard.press('ArrowDown');
@@ -106,6 +112,7 @@ describe('the fleet page with the keyboard', () => {
     await page.getByText("did you mean 'licensePlate'?").waitFor();
 
     await screenshot(page, 'fleet-keyboard.png');
-    expect(errors.filter((e) => !e.includes('status of 400'))).toEqual([]);
+    // The validator's 400 and the 404s of the trip's lifecycle probes are expected answers.
+    expect(withoutLifecycleProbes(errors).filter((e) => !e.includes('status of 400'))).toEqual([]);
   });
 });

@@ -30,6 +30,7 @@ export type { OtmError } from './validate.js';
 export { MAX_ERRORS, MAX_ANSWER_CHARS } from './validate.js';
 export { MODEL, type ModelData, type ModelSchema } from './model-data.js';
 export { KINDS, isKindSegment, detectKind, kindOfEntityType, type KindInfo, type KindSegment } from './kinds.js';
+export { KIND_SEGMENTS } from './kind-names.js';
 export {
   inlineEntities,
   associationTarget,

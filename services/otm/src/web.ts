@@ -33,23 +33,77 @@ const DOCS_HTML = `<!doctype html>
       /* Readable contrast for the texts Swagger UI greys out (WCAG AA). */
       .swagger-ui .opblock .opblock-summary-path__deprecated, .swagger-ui .parameter__in, .swagger-ui .parameter__type { color: #3b4151; }
       .swagger-ui .opblock-tag small, .swagger-ui .info .base-url { color: #3b4151; }
+      /* White on Swagger UI's method colours is 2 to 3.6:1: darker shades of the same hues, 5:1 or more. */
+      .swagger-ui .opblock.opblock-get .opblock-summary-method { background: #1a64b0; }
+      .swagger-ui .opblock.opblock-post .opblock-summary-method { background: #176f45; }
+      .swagger-ui .opblock.opblock-put .opblock-summary-method { background: #a65c00; }
+      .swagger-ui .opblock.opblock-delete .opblock-summary-method { background: #c41d1d; }
+      .swagger-ui .opblock.opblock-patch .opblock-summary-method { background: #0b7a68; }
+      .swagger-ui .opblock.opblock-head .opblock-summary-method { background: #7a10d8; }
+      .swagger-ui .info .title small { background: #59606e; }
+      .swagger-ui .info .title small.version-stamp { background: #4b7a00; }
+      .swagger-ui .info a, .swagger-ui .info .url { color: #1f5fa8; }
+      .swagger-ui .btn.authorize { color: #176f45; border-color: #176f45; }
+      .swagger-ui .btn.authorize svg { fill: #176f45; }
+      .swagger-ui .json-schema-2020-12-expand-deep-button { color: #555; }
+      .swagger-ui .btn.execute { background: #1a64b0; border-color: #1a64b0; }
+      .swagger-ui .btn.cancel { color: #c41d1d; border-color: #c41d1d; }
+      .swagger-ui .download-contents { background: #59606e; }
+      .swagger-ui .parameter__name.required span, .swagger-ui .parameter__name.required::after { color: #c41d1d; }
+      .swagger-ui .markdown code, .swagger-ui .renderedMarkdown code { color: #6a0dad; }
     </style>
   </head>
   <body>
-    <main id="swagger-ui" aria-label="API documentation"></main>
+    <div id="swagger-ui"></div>
     <script src="${DOCS_PATH}/swagger-ui-bundle.js"></script>
     <script src="${DOCS_PATH}/init.js"></script>
   </body>
 </html>
 `;
 
-/** Swagger UI pointed at this service's description; no outside validator badge. */
-const DOCS_INIT = `window.ui = SwaggerUIBundle({
+/**
+ * Swagger UI pointed at this service's description; no outside validator badge. Its own markup
+ * (which holds the page's one `main`) is adjusted for accessibility (axe-core, docs/web.md):
+ * - an operation's path is shown as text, not as a deep link: a link inside the button that opens
+ *   the operation is a focusable element inside another (nested-interactive). Deep linking stays
+ *   (the address follows the operation opened; a tag's name is still a link);
+ * - the close button of the Authorize dialog (an icon alone) and the fields of Try it out (a
+ *   parameter's value, a request body: no label of their own) get names, set as they appear.
+ */
+const DOCS_INIT = `const PlainOperationPaths = () => ({
+  wrapComponents: {
+    DeepLink: (Original, system) => (props) =>
+      system.React.createElement(Original, String(props.path).includes('/') ? { ...props, enabled: false } : props),
+  },
+});
+const root = document.getElementById('swagger-ui');
+function nameFields() {
+  for (const b of root.querySelectorAll('button.close-modal:not([aria-label])')) b.setAttribute('aria-label', 'Close');
+  for (const row of root.querySelectorAll('tr[data-param-name]')) {
+    const name = row.dataset.paramName + ' (' + row.dataset.paramIn + ' parameter)';
+    for (const field of row.querySelectorAll('input:not([aria-label]), select:not([aria-label]), textarea:not([aria-label])')) {
+      field.setAttribute('aria-label', name);
+    }
+  }
+  for (const t of root.querySelectorAll('textarea.body-param__text:not([aria-label])')) t.setAttribute('aria-label', 'Request body');
+}
+// Once a frame at most, however many nodes React changed in it.
+let queued = false;
+new MutationObserver(() => {
+  if (queued) return;
+  queued = true;
+  requestAnimationFrame(() => {
+    queued = false;
+    nameFields();
+  });
+}).observe(root, { childList: true, subtree: true });
+window.ui = SwaggerUIBundle({
   url: '/api/v5/openapi.json',
   dom_id: '#swagger-ui',
   deepLinking: true,
   validatorUrl: null,
   presets: [SwaggerUIBundle.presets.apis],
+  plugins: [PlainOperationPaths],
   layout: 'BaseLayout',
 });
 `;

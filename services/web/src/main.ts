@@ -9,22 +9,15 @@ import L from 'leaflet';
 import { feature } from 'topojson-client';
 import type { GeometryCollection, Topology } from 'topojson-specification';
 import land110m from 'world-atlas/land-110m.json';
+// The kinds' names alone (no schema, no validator: a few hundred bytes of the bundle).
+import { KIND_SEGMENTS } from '@otm/model/kind-names';
+// Types only: nothing of the model's code comes into the bundle.
+import type { Lifecycle } from '@otm/model';
 
-const KINDS = [
-  'vehicles',
-  'routes',
-  'sensors',
-  'locations',
-  'actors',
-  'consignments',
-  'trips',
-  'events',
-  'actions',
-  'goods',
-  'documents',
-  'transportOrders',
-  'constraints',
-];
+/** The model's lifecycles by rank (the service's order of versions): a Record, so the compiler checks it names them all. */
+const LIFECYCLE_RANK: Record<Lifecycle, number> = { requested: 1, planned: 2, projected: 3, actual: 4, realized: 5 };
+/** The lifecycles, earliest first. */
+const LIFECYCLES = (Object.keys(LIFECYCLE_RANK) as Lifecycle[]).sort((a, b) => LIFECYCLE_RANK[a] - LIFECYCLE_RANK[b]);
 const TOKEN_KEY = 'otm-token';
 
 interface Position {
@@ -82,6 +75,16 @@ if (typeof config.mapStyle === 'string' && config.mapStyle !== '') {
 }
 
 /**
+ * Fits the map to `bounds`. Leaflet drops a new view asked for while a zoom animates (the fit to
+ * the vehicles, just before a track or a trip is shown): then it fits once that zoom has ended.
+ */
+function fitTo(bounds: L.LatLngBounds, maxZoom: number): void {
+  const fit = () => map.fitBounds(bounds, { maxZoom });
+  if (map.getPane('mapPane')?.classList.contains('leaflet-zoom-anim')) map.once('zoomend', fit);
+  else fit();
+}
+
+/**
  * The vehicles: circle markers on one canvas (Leaflet's canvas renderer), not a DOM element each,
  * so that 10,000 of them draw in well under a second and 1,000 moves a second keep the frame rate
  * (docs/web.md). Keyboard users choose a vehicle with the select under the map.
@@ -101,7 +104,6 @@ const markerStyle: L.CircleMarkerOptions = {
   fillOpacity: 1,
 };
 let moves = 0;
-let trackLayer: L.GeoJSON | undefined;
 
 /** Places or moves a vehicle; true when it was new. `options`: the vehicle select's new options go there. */
 function placeVehicle(p: Position, options?: HTMLOptionElement[]): boolean {
@@ -145,7 +147,7 @@ async function loadPositions(): Promise<void> {
   for (const p of body.items) placeVehicle(p, options);
   $<HTMLSelectElement>('track-vehicle').append(...options);
   if (body.items.length > 0) {
-    map.fitBounds(L.latLngBounds(body.items.map((p) => [p.lat, p.lon] as [number, number])).pad(0.2), { maxZoom: 10 });
+    fitTo(L.latLngBounds(body.items.map((p) => [p.lat, p.lon] as [number, number])).pad(0.2), 10);
   }
   setMapStatus();
   // Set once the canvas has drawn them (the frame after this one).
@@ -189,6 +191,177 @@ async function follow(): Promise<void> {
   setMapStatus();
 }
 
+// --- A vehicle's track, with a time slider ------------------------------------------------
+
+/** One position of a track (a Point feature of the GeoJSON answer). */
+interface TrackPoint {
+  time: number;
+  lat: number;
+  lon: number;
+  speedKmh?: number;
+  heading?: number;
+}
+
+// The slider's marker: a pane of its own above the vehicles (450), under the trip's stops (600).
+map.createPane('track-cursor').style.zIndex = '560';
+let trackLayer: L.LayerGroup | undefined;
+let trackPoints: TrackPoint[] = [];
+/** The part of the line up to the chosen time, drawn over the whole line (which is dimmed). */
+let trackDone: L.Polyline | undefined;
+let trackMarker: L.CircleMarker | undefined;
+/** The index in trackPoints of the position shown. */
+let trackIndex = 0;
+/** The map's part of showTrackAt waits for the next frame; `drawFollows`: whether it pans to the marker. */
+let drawQueued = false;
+let drawFollows = false;
+
+const slider = $<HTMLInputElement>('track-slider');
+
+/** A time as `2024-03-11 07:00:05 UTC`. */
+function fmtSecond(ms: number): string {
+  return `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
+}
+
+/** The positions of a track answer, in time order (the service answers them so). */
+function pointsOf(fc: GeoJSON.FeatureCollection): TrackPoint[] {
+  const out: TrackPoint[] = [];
+  for (const f of fc.features) {
+    if (f.geometry.type !== 'Point') continue;
+    const [lon, lat] = f.geometry.coordinates;
+    const props = f.properties ?? {};
+    const time = typeof props.time === 'string' ? Date.parse(props.time) : NaN;
+    if (typeof lat !== 'number' || typeof lon !== 'number' || Number.isNaN(time)) continue;
+    out.push({
+      time,
+      lat,
+      lon,
+      ...(typeof props.speedKmh === 'number' ? { speedKmh: props.speedKmh } : {}),
+      ...(typeof props.heading === 'number' ? { heading: props.heading } : {}),
+    });
+  }
+  return out;
+}
+
+/** The last position at or before `time` (the first one when `time` is before all). */
+function indexAt(time: number): number {
+  let lo = 0;
+  let hi = trackPoints.length; // the first index whose time is after `time`, by binary search
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (trackPoints[mid]!.time <= time) lo = mid + 1;
+    else hi = mid;
+  }
+  return Math.max(0, lo - 1);
+}
+
+/**
+ * Shows the track at `time`: the slider, the marker at the position then (`index`: the last one at
+ * or before it, unless given), the line travelled so far, the details. The map follows the marker
+ * when it leaves the view (`follow`).
+ */
+function showTrackAt(time: number, index = indexAt(time), follow = true): void {
+  const first = trackPoints[0];
+  if (first === undefined) return;
+  trackIndex = index;
+  const p = trackPoints[trackIndex]!;
+  const n = trackPoints.length;
+  slider.value = String(time - first.time);
+  const when = fmtSecond(time);
+  slider.setAttribute('aria-valuetext', `${when}, position ${trackIndex + 1} of ${n}`);
+  $('track-time-value').textContent = when;
+  // The map once a frame, however fast the slider moves (a day at 1 Hz is 86,400 positions to redraw).
+  if (!drawQueued) {
+    drawQueued = true;
+    requestAnimationFrame(() => {
+      drawQueued = false;
+      const q = trackPoints[trackIndex];
+      if (q === undefined) return;
+      trackMarker?.setLatLng([q.lat, q.lon]);
+      trackMarker?.setTooltipContent(fmtSecond(q.time).slice(11, 19));
+      trackDone?.setLatLngs(trackPoints.slice(0, trackIndex + 1).map((r) => [r.lat, r.lon] as [number, number]));
+      if (drawFollows && !map.getBounds().contains([q.lat, q.lon])) map.panTo([q.lat, q.lon]);
+    });
+  }
+  drawFollows = follow;
+
+  const details: [string, string][] = [
+    ['Position', `${trackIndex + 1} of ${n}`],
+    ['Reported at', fmtSecond(p.time)],
+    ['Latitude, longitude', `${p.lat.toFixed(5)}, ${p.lon.toFixed(5)}`],
+  ];
+  if (p.speedKmh !== undefined) details.push(['Speed', `${Math.round(p.speedKmh * 10) / 10} km/h`]);
+  if (p.heading !== undefined) details.push(['Heading', `${Math.round(p.heading)}°`]);
+  $('track-point').replaceChildren(
+    ...details.map(([term, value]) => {
+      const div = document.createElement('div');
+      div.append(Object.assign(document.createElement('dt'), { textContent: term }));
+      div.append(Object.assign(document.createElement('dd'), { textContent: value }));
+      return div;
+    }),
+  );
+}
+
+/** Draws a track: the whole line dimmed, the part up to the chosen time over it, a marker at the chosen position. */
+function drawTrack(points: TrackPoint[]): void {
+  trackLayer?.remove();
+  trackPoints = points;
+  trackDone = undefined;
+  trackMarker = undefined;
+  const block = $('track-time');
+  const first = points[0];
+  const last = points[points.length - 1];
+  if (first === undefined || last === undefined) {
+    block.hidden = true;
+    trackLayer = undefined;
+    return;
+  }
+  const line = points.map((p) => [p.lat, p.lon] as [number, number]);
+  trackLayer = L.layerGroup().addTo(map);
+  if (points.length > 1) {
+    L.polyline(line, { color: '#b00020', weight: 3, opacity: 0.35, className: 'track-line', interactive: false }).addTo(trackLayer);
+    trackDone = L.polyline(line, { color: '#b00020', weight: 4, className: 'track-done', interactive: false }).addTo(trackLayer);
+  }
+  trackMarker = L.circleMarker(line[line.length - 1]!, {
+    pane: 'track-cursor',
+    radius: 8,
+    color: '#b00020',
+    weight: 3,
+    fillColor: '#fff',
+    fillOpacity: 1,
+    className: 'track-marker',
+    interactive: false,
+  })
+    .bindTooltip('', { permanent: true, direction: 'top', offset: [0, -8], className: 'track-tooltip' })
+    .addTo(trackLayer);
+  slider.min = '0';
+  slider.max = String(last.time - first.time);
+  // One position: nothing to slide along; its details stay.
+  slider.parentElement!.hidden = points.length < 2;
+  $('track-slider-help').hidden = points.length < 2;
+  block.hidden = false;
+  fitTo(L.latLngBounds(line).pad(0.2), 14);
+  // The newest position: the whole line travelled, nothing dimmed yet (and the map fits the track).
+  showTrackAt(last.time, points.length - 1, false);
+}
+
+slider.addEventListener('input', () => {
+  const first = trackPoints[0];
+  if (first !== undefined) showTrackAt(first.time + Number(slider.value));
+});
+// The arrows step from position to position (a step of the range would be a millisecond); Page Up
+// and Down, Home and End keep the range's own behaviour (a tenth of the period, the ends).
+slider.addEventListener('keydown', (e) => {
+  const step = { ArrowRight: 1, ArrowUp: 1, ArrowLeft: -1, ArrowDown: -1 }[e.key];
+  if (step === undefined || trackPoints.length === 0) return;
+  e.preventDefault();
+  const first = trackPoints[0]!;
+  const chosen = first.time + Number(slider.value);
+  const at = trackPoints[trackIndex]!;
+  // Between two positions (after a drag or Page Up), Left goes back to the position shown.
+  const next = step < 0 && chosen > at.time ? trackIndex : Math.min(trackPoints.length - 1, Math.max(0, trackIndex + step));
+  showTrackAt(trackPoints[next]!.time, next);
+});
+
 $<HTMLFormElement>('track-form').addEventListener('submit', (e) => {
   e.preventDefault();
   void (async () => {
@@ -204,13 +377,9 @@ $<HTMLFormElement>('track-form').addEventListener('submit', (e) => {
       $('track-status').textContent = `Track: ${await errorText(res)}`;
       return;
     }
-    const fc = (await res.json()) as GeoJSON.FeatureCollection;
-    trackLayer?.remove();
-    const line = fc.features.filter((f) => f.geometry.type === 'LineString');
-    trackLayer = L.geoJSON(line, { style: { color: '#b00020', weight: 3, className: 'track-line' } }).addTo(map);
-    const points = fc.features.length - line.length;
-    $('track-status').textContent = `Track of ${points} position${points === 1 ? '' : 's'}.`;
-    if (points > 0) map.fitBounds(trackLayer.getBounds().pad(0.2), { maxZoom: 14 });
+    const points = pointsOf((await res.json()) as GeoJSON.FeatureCollection);
+    drawTrack(points);
+    $('track-status').textContent = `Track of ${points.length} position${points.length === 1 ? '' : 's'}.`;
   })();
 });
 
@@ -304,10 +473,21 @@ async function resolve(a: unknown, kind: string): Promise<Record<string, unknown
   return undefined;
 }
 
+/** The referenced locations of the selected trip, each fetched once (its actions' versions often share one). */
+let locationCache = new Map<string, Promise<Record<string, unknown> | undefined>>();
+
 async function locationOf(action: Record<string, unknown>): Promise<Located | undefined> {
   if (action.location === undefined) return undefined;
   const ref = action.location as Association;
-  const loc = await resolve(ref, 'locations');
+  let loc: Record<string, unknown> | undefined;
+  if (ref.entity === undefined && typeof ref.uuid === 'string') {
+    const key = ref.uuid.toLowerCase();
+    const cached = locationCache.get(key) ?? resolve(ref, 'locations');
+    locationCache.set(key, cached);
+    loc = await cached;
+  } else {
+    loc = await resolve(ref, 'locations');
+  }
   if (loc === undefined) return { id: ref.uuid };
   const geo = loc.geoReference as { type?: string; lat?: number; lon?: number } | undefined;
   const point = geo?.type === 'latLonPointGeoReference' && typeof geo.lat === 'number' && typeof geo.lon === 'number';
@@ -350,6 +530,7 @@ function timeWindow(action: Record<string, unknown>): string {
 
 async function selectTrip(id: string): Promise<void> {
   selectedTrip = id;
+  locationCache = new Map();
   for (const tr of $('trips').querySelectorAll<HTMLTableRowElement>('tr')) tr.setAttribute('aria-selected', String(tr.dataset.trip === id));
   const status = $('trip-detail-status');
   status.textContent = 'Loading the trip…';
@@ -393,13 +574,115 @@ async function selectTrip(id: string): Promise<void> {
   $('trip-actions-table').hidden = rows.length === 0;
   const name = typeof trip.name === 'string' ? trip.name : id;
   status.textContent = `${name}: ${rows.length} action${rows.length === 1 ? '' : 's'}, ${points.length} stop${points.length === 1 ? '' : 's'} on the map.`;
-  if (points.length > 0) map.fitBounds(L.latLngBounds(points).pad(0.3), { maxZoom: 12 });
+  if (points.length > 0) fitTo(L.latLngBounds(points).pad(0.3), 12);
+  await showLifecycles(id, rows);
+}
+
+// --- One trip's actions, their lifecycle versions side by side -------------------------------
+
+/** The column of a version without a lifecycle (it ranks below all of them). */
+const NO_LIFECYCLE = '';
+const UUID_AT_END = /[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The stored versions of an action, by lifecycle: `GET /api/v5/actions/{id}?lifecycle=` for each
+ * lifecycle (a 404 is a lifecycle it has no version of). An action without an id (or whose id is a
+ * URI not ending in a UUID) has only the copy the trip holds; so has a version without a lifecycle,
+ * which no `?lifecycle=` asks for.
+ */
+async function versionsOf(action: Record<string, unknown>): Promise<Map<string, Record<string, unknown>>> {
+  const out = new Map<string, Record<string, unknown>>();
+  const uuid = typeof action.id === 'string' ? UUID_AT_END.exec(action.id)?.[0] : undefined;
+  if (uuid !== undefined) {
+    const found = await Promise.all(
+      LIFECYCLES.map(async (lc) => {
+        const res = await api(`/api/v5/actions/${uuid}?lifecycle=${lc}`);
+        return res.ok ? ([lc, (await res.json()) as Record<string, unknown>] as const) : undefined;
+      }),
+    );
+    for (const f of found) if (f !== undefined) out.set(f[0], f[1]);
+  }
+  const held = str(action.lifecycle);
+  if (!out.has(held)) out.set(held, action);
+  return out;
+}
+
+/** What a cell of the side-by-side table says of one version: its time window, then its location. */
+async function versionText(version: Record<string, unknown>): Promise<[string, string]> {
+  const loc = await locationOf(version);
+  return [timeWindow(version), loc === undefined ? '' : (loc.name ?? loc.id ?? '')];
+}
+
+/**
+ * The trip's actions (rows, as in the actions table) against the lifecycles any of them has a
+ * version of (columns, earliest first): each cell the times and location of that version. A cell
+ * that differs from the one before it in its row (an earlier lifecycle) is marked as changed.
+ */
+async function showLifecycles(id: string, rows: ActionRow[]): Promise<void> {
+  const status = $('lifecycles-status');
+  const table = $('lifecycles-table');
+  if (rows.length === 0) {
+    table.hidden = true;
+    status.textContent = 'The trip has no actions.';
+    return;
+  }
+  status.textContent = "Fetching each action's versions…";
+  const versions = await Promise.all(rows.map((r) => versionsOf(r.action)));
+  const texts = await Promise.all(
+    versions.map(async (v) => new Map(await Promise.all([...v].map(async ([lc, doc]) => [lc, await versionText(doc)] as const)))),
+  );
+  if (selectedTrip !== id) return;
+  const columns = [NO_LIFECYCLE, ...LIFECYCLES].filter((lc) => versions.some((v) => v.has(lc)));
+  const label = (lc: string) => (lc === NO_LIFECYCLE ? 'no lifecycle' : lc);
+
+  const head = $('lifecycles-head');
+  head.replaceChildren(
+    ...['Stop', 'Action', ...columns.map(label)].map((text) =>
+      Object.assign(document.createElement('th'), { scope: 'col', textContent: text }),
+    ),
+  );
+  $('lifecycles').replaceChildren(
+    ...rows.map((row, i) => {
+      const tr = document.createElement('tr');
+      if (row.depth > 0) tr.className = 'nested';
+      tr.append(Object.assign(document.createElement('td'), { textContent: row.stop === undefined ? '' : String(row.stop) }));
+      tr.append(Object.assign(document.createElement('th'), { scope: 'row', textContent: str(row.action.actionType) }));
+      let before: string | undefined;
+      for (const lc of columns) {
+        const td = document.createElement('td');
+        const text = texts[i]!.get(lc);
+        if (text === undefined) {
+          td.className = 'absent';
+          td.append('—', Object.assign(document.createElement('span'), { className: 'visually-hidden', textContent: 'no version' }));
+        } else {
+          const [time, place] = text;
+          const key = `${time}\n${place}`;
+          if (before !== undefined && key !== before) {
+            td.className = 'changed';
+            td.append(Object.assign(document.createElement('span'), { className: 'visually-hidden', textContent: 'changed: ' }));
+          }
+          before = key;
+          td.append(Object.assign(document.createElement('span'), { className: 'when', textContent: time === '' ? 'no time' : time }));
+          if (place !== '') td.append(Object.assign(document.createElement('span'), { className: 'where', textContent: place }));
+        }
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+  const count = versions.reduce((n, v) => n + v.size, 0);
+  $('lifecycles-caption').textContent =
+    columns.length === 1
+      ? `Only one lifecycle is stored for these actions (${label(columns[0]!)}): nothing to set beside it yet.`
+      : `Each action's versions, ${columns.map(label).join(' | ')}: a cell that differs from the one on its left is marked as changed.`;
+  table.hidden = false;
+  status.textContent = `${count} version${count === 1 ? '' : 's'} of ${rows.length} action${rows.length === 1 ? '' : 's'} in ${columns.length} lifecycle${columns.length === 1 ? '' : 's'}.`;
 }
 
 // --- The validator -------------------------------------------------------------------------
 
 const kindSelect = $<HTMLSelectElement>('validate-kind');
-for (const k of KINDS) {
+for (const k of KIND_SEGMENTS) {
   const option = document.createElement('option');
   option.value = k;
   option.textContent = k;
