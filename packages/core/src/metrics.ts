@@ -104,3 +104,17 @@ export const webhookLag = new Gauge({
   help: 'Age of the oldest change a subscription of this process had still to deliver when it last read the feed (largest over its subscriptions)',
   registers: [registry],
 });
+
+export const webhookSubscriptions = new Gauge({
+  name: 'otm_webhook_subscriptions',
+  help: 'Webhook subscriptions of every tenant by state (active, paused), as the dispatcher of this process last counted them (every few seconds; each dispatcher counts them all: aggregate with max, not sum)',
+  labelNames: ['state'] as const,
+  registers: [registry],
+});
+
+/** Server-Sent Events streams (query's stream.ts); no tenant label, whose values have no bound. */
+export const streamsOpen = new Gauge({
+  name: 'otm_streams_open',
+  help: 'Server-Sent Events streams (GET /api/v5/stream) open in this process, over all tenants',
+  registers: [registry],
+});

@@ -4,11 +4,14 @@
  *
  * - One loop per subscription (`SubscriptionLoop`), each its own promise: a slow or failing
  *   receiver delays only its own subscription.
- * - A loop reads the feed after its cursor (the subscription's kinds given to the read), reads the
- *   documents, keeps the changes its filter takes (filter.ts) and makes the items exactly as
- *   `GET /api/v5/changes` does (query's `changeItem`). A batch goes when it holds `batch` changes
- *   (OTM_WEBHOOK_BATCH; or MAX_BATCH_BYTES of them), or once its first change is `lingerMs` old (1 s):
- *   what arrived within that second. Idle, it reads again every `pollMs`.
+ * - A loop reads the feed after its cursor, with the documents, through the tenant's shared reading
+ *   (shared-feed.ts: the subscriptions of one tenant read each page of the feed once, and each
+ *   change's item is made once), keeps the changes of its kinds that its filter takes (filter.ts),
+ *   items exactly as `GET /api/v5/changes` makes them (query's `changeItem`). A batch goes when it
+ *   holds `batch` changes (OTM_WEBHOOK_BATCH; or MAX_BATCH_BYTES of them), or once its first change
+ *   is `lingerMs` old (1 s): what arrived within that second. Idle, it reads again every `pollMs`.
+ * - While a batch's POST is on its way, the next page of the feed is read (`prefetch`), so that
+ *   reading and the receiver's work overlap; the cursor still moves only after the 2xx.
  * - A 2xx answer: the attempt is recorded, then the cursor moves past the batch (`advance`, which
  *   checks that no replay, resume or pause came meanwhile). A crash before that delivers the batch
  *   again: at least once; receivers deduplicate by the changes' cursors.
@@ -38,17 +41,17 @@ import {
   webhookAttemptSeconds,
   webhookChanges,
   webhookLag,
+  webhookSubscriptions,
   webhookSubscriptionsHeld,
   type AddressRange,
   type DeliveryAttempt,
-  type FeedEntry,
   type Logger,
   type SubscriptionStore,
   type WebhookSubscription,
 } from '@otm/core';
-import { changeItem, type Finder } from '@otm/query';
 import { DEFAULT_HTTP_LIMITS, WebhookClient, signature, type AttemptResult, type HttpLimits } from './deliver.js';
 import { matcher, type Matcher } from './filter.js';
+import { DEFAULT_SHARED_FEED_OPTIONS, SharedFeed, type DispatchSource, type FeedReader, type SharedChange } from './shared-feed.js';
 import { TargetRule } from './ssrf.js';
 
 /** Most bytes of changes in one batch (at least one change goes, whatever its size). */
@@ -78,10 +81,19 @@ export interface DispatcherOptions {
   readonly scanMs: number;
   /** How long a lease lasts unless renewed (ms, default 10000). */
   readonly leaseMs: number;
+  /** How often a look for subscriptions also counts them by state, for `otm_webhook_subscriptions` (ms, default 10000). */
+  readonly countMs: number;
   readonly retry: RetryPolicy;
   readonly http: HttpLimits;
-  /** Feed entries read at once per change of a batch (default 10: a read looks at up to batch × 10). */
+  /**
+   * Pages of the feed (of `batch` changes each) one look at the feed reads at most, while the batch
+   * is not full, for a subscription with a filter or kinds (the pages of its tenant may hold other
+   * kinds, for its other subscriptions): default 20, so that one that takes few of the changes
+   * moves its cursor on every 20 pages rather than every page.
+   */
   readonly readFactor: number;
+  /** Most bytes of pages of the feed kept for the other subscriptions of their tenant (default 32 MiB). */
+  readonly keepBytes: number;
   /** For tests: the random numbers of the jitter. */
   readonly random: () => number;
 }
@@ -93,14 +105,15 @@ export const DEFAULT_DISPATCHER_OPTIONS: DispatcherOptions = {
   pollMs: 200,
   scanMs: 1_000,
   leaseMs: 10_000,
+  countMs: 10_000,
   retry: { baseMs: 1_000, capMs: 300_000, windowMs: 86_400_000 },
   http: DEFAULT_HTTP_LIMITS,
-  readFactor: 10,
+  readFactor: 20,
+  keepBytes: DEFAULT_SHARED_FEED_OPTIONS.maxBytes,
   random: Math.random,
 };
 
-/** What the dispatcher reads: the change feed and the documents of its entries (query's Finder). */
-export type DispatchSource = Pick<Finder, 'feed' | 'documents'>;
+export type { DispatchSource } from './shared-feed.js';
 
 export interface DispatcherDeps {
   readonly store: SubscriptionStore;
@@ -139,17 +152,14 @@ class Sleeper {
   }
 }
 
-/** A change taken by the subscription: its item's bytes and where it is in the feed. */
-interface Item {
-  readonly cursor: string;
-  readonly at: number;
-  readonly bytes: Buffer;
-}
-
 /** The batch being tried, with what the subscription was when it was made. */
 interface Batch {
   readonly id: string;
-  readonly items: Item[];
+  /** What is POSTed, made once (the same bytes for every attempt): the changes are not held on to. */
+  readonly body: Buffer;
+  readonly changes: number;
+  readonly firstCursor: string;
+  readonly lastCursor: string;
   /** Where the cursor goes once it is delivered. */
   readonly to: string;
   readonly rev: number;
@@ -161,6 +171,8 @@ export class Dispatcher {
   readonly owner = `${os.hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
   readonly options: DispatcherOptions;
   readonly client: WebhookClient;
+  /** The feed as the subscriptions read it: each page once per tenant (shared-feed.ts). */
+  readonly feed: SharedFeed;
   private readonly loops = new Map<string, SubscriptionLoop>();
   /** Each loop's end, its lease given up included. */
   private readonly ending = new Set<Promise<void>>();
@@ -170,6 +182,8 @@ export class Dispatcher {
   private stopped = false;
   /** Live dispatchers as last counted (the share of subscriptions each holds). */
   private live = 1;
+  /** When the subscriptions are next counted by state (a loop that ends makes it now). */
+  private countDue = 0;
 
   constructor(
     readonly deps: DispatcherDeps,
@@ -182,6 +196,11 @@ export class Dispatcher {
       http: { ...DEFAULT_DISPATCHER_OPTIONS.http, ...options.http },
     };
     this.client = new WebhookClient(new TargetRule(this.options.allow), this.options.http);
+    this.feed = new SharedFeed(deps.source, {
+      ...DEFAULT_SHARED_FEED_OPTIONS,
+      pageSize: Math.max(1, this.options.batch),
+      maxBytes: this.options.keepBytes,
+    });
   }
 
   start(): void {
@@ -192,6 +211,7 @@ export class Dispatcher {
 
   /** A subscription was made, resumed or replayed here: look at it now rather than at the next scan. */
   notify(tenant: string, id: string): void {
+    this.countDue = 0;
     const loop = this.loops.get(`${tenant}\u0000${id}`);
     if (loop !== undefined) loop.wake();
     else this.scanSleeper.wake();
@@ -223,6 +243,7 @@ export class Dispatcher {
     const { store } = this.deps;
     this.live = Math.max(1, await store.dispatchers(this.owner, this.options.scanMs * 3));
     const all = await store.all();
+    if (Date.now() >= this.countDue) await this.count(all);
     const share = Math.ceil(all.length / this.live);
     // Beyond the share (another dispatcher came): the excess stops after its batch and frees its lease.
     let excess = this.loops.size - share;
@@ -250,6 +271,22 @@ export class Dispatcher {
     }
   }
 
+  /** Counts the subscriptions by state (`otm_webhook_subscriptions`), 100 reads at a time. */
+  private async count(all: ReadonlyArray<{ readonly tenant: string; readonly id: string }>): Promise<void> {
+    this.countDue = Date.now() + this.options.countMs;
+    let active = 0;
+    let paused = 0;
+    for (let i = 0; i < all.length && !this.stopped; i += 100) {
+      const subs = await Promise.all(all.slice(i, i + 100).map(({ tenant, id }) => this.deps.store.get(tenant, id)));
+      for (const sub of subs) {
+        if (sub?.state === 'active') active++;
+        else if (sub?.state === 'paused') paused++;
+      }
+    }
+    webhookSubscriptions.set({ state: 'active' }, active);
+    webhookSubscriptions.set({ state: 'paused' }, paused);
+  }
+
   private startLoop(tenant: string, id: string): void {
     const key = `${tenant}\u0000${id}`;
     const loop = new SubscriptionLoop(this, tenant, id);
@@ -265,7 +302,8 @@ export class Dispatcher {
       this.ending.delete(ended);
       webhookSubscriptionsHeld.set(this.loops.size);
       this.recordLag();
-      // Paused, deleted or given up: another look soon (a resumed one comes back).
+      // Paused, deleted or given up: another look soon (a resumed one comes back), counting again.
+      this.countDue = 0;
       if (!this.stopped) this.scanSleeper.wake();
     });
     this.ending.add(ended);
@@ -323,8 +361,13 @@ class SubscriptionLoop {
   private readonly sleeper = new Sleeper();
   private readonly abort = new AbortController();
   /** Changes read and taken but not yet in a batch, and up to where the feed was read. */
-  private pending: Item[] = [];
+  private pending: SharedChange[] = [];
   private scanned: string | undefined;
+  /** The last read was a full page: the feed may hold more at once (the next page is read ahead). */
+  private more = false;
+  /** Its reading of the tenant's feed, shared with the tenant's other subscriptions here. */
+  private reader: FeedReader | undefined;
+  private kinds: { json: string; set: ReadonlySet<KindSegment> | undefined } | undefined;
   private basis: { rev: number; cursor: string | undefined } | undefined;
   private batch: Batch | undefined;
   private filter: { json: string; matcher: Matcher } | undefined;
@@ -359,7 +402,7 @@ class SubscriptionLoop {
       .catch((e: unknown) => {
         this.log.error({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: a subscription loop failed');
       })
-      .then(() => this.settle());
+      .then(() => this.end());
   }
 
   /** Waits for the commits in flight; afterwards the stored cursor is the one to go on from. */
@@ -367,6 +410,13 @@ class SubscriptionLoop {
     await this.committing;
     this.committing = undefined;
     this.inFlight = [];
+  }
+
+  /** The loop ended: its commits made, its reading of the feed given up. */
+  private async end(): Promise<void> {
+    this.reader?.close(this.dispatcher.feed);
+    this.reader = undefined;
+    await this.settle();
   }
 
   wake(): void {
@@ -432,6 +482,7 @@ class SubscriptionLoop {
         this.basis = { rev: sub.rev, cursor: sub.cursor };
         this.pending = [];
         this.scanned = sub.cursor;
+        this.more = false;
         this.batch = undefined;
       }
       try {
@@ -469,6 +520,16 @@ class SubscriptionLoop {
     return this.filter.matcher;
   }
 
+  /** Its reader of the tenant's feed, taking the subscription's kinds. */
+  private readerOf(sub: WebhookSubscription): { reader: FeedReader; kinds: ReadonlySet<KindSegment> | undefined } {
+    const json = JSON.stringify(sub.kinds ?? null);
+    if (this.kinds?.json !== json) this.kinds = { json, set: sub.kinds === undefined ? undefined : new Set<KindSegment>(sub.kinds) };
+    const kinds = this.kinds.set;
+    if (this.reader === undefined) this.reader = this.dispatcher.feed.join(this.tenant, kinds);
+    else this.reader.kinds = kinds;
+    return { reader: this.reader, kinds };
+  }
+
   /**
    * Reads the feed after what was read, keeps the changes the subscription takes, and makes the
    * next batch when it is due. Answers: 'batch' (this.batch is set), 'idle' (nothing new), a wait
@@ -476,36 +537,34 @@ class SubscriptionLoop {
    * 'expired' (paused: the feed no longer holds the changes after the cursor).
    */
   private async fill(sub: WebhookSubscription): Promise<'batch' | 'idle' | 'moved' | 'expired' | number> {
-    const { source, store } = this.dispatcher.deps;
+    const { store } = this.dispatcher.deps;
     const size = this.o.batch;
     if (this.pending.length < size) {
-      // Without a filter every change of the kinds is taken: read what the batch lacks; with one, more.
       const m = this.matcherOf(sub);
-      const limit = (size - this.pending.length) * (m.needsDocument ? this.o.readFactor : 1);
-      let page;
-      try {
-        page = await source.feed.read({
-          tenant: this.tenant,
-          limit,
-          ...(this.scanned === undefined ? {} : { after: this.scanned }),
-          ...(sub.kinds === undefined ? {} : { kinds: new Set<KindSegment>(sub.kinds) }),
-        });
-      } catch (e) {
-        if (!isCursorExpired(e)) throw e;
-        const reason = `the change feed no longer holds the changes after cursor ${this.scanned ?? ''} (OTM_FEED_RETENTION): replay from a cursor it holds`;
-        await store.pause(this.tenant, this.id, sub.rev, reason);
-        this.log.warn({ subscription: this.id, tenant: this.tenant }, 'webhook dispatcher: paused, its cursor expired');
-        return 'expired';
+      const { reader, kinds } = this.readerOf(sub);
+      // Every change taken: a page; else up to readFactor pages.
+      const pages = m.needsDocument || kinds !== undefined ? Math.max(1, this.o.readFactor) : 1;
+      for (let read = 0; read < pages; read++) {
+        let slice;
+        try {
+          slice = await reader.read(this.scanned);
+        } catch (e) {
+          if (!isCursorExpired(e)) throw e;
+          const reason = `the change feed no longer holds the changes after cursor ${this.scanned ?? ''} (OTM_FEED_RETENTION): replay from a cursor it holds`;
+          await store.pause(this.tenant, this.id, sub.rev, reason);
+          this.log.warn({ subscription: this.id, tenant: this.tenant }, 'webhook dispatcher: paused, its cursor expired');
+          return 'expired';
+        }
+        for (const c of slice.changes) {
+          if (kinds !== undefined && !kinds.has(c.entry.kind)) continue;
+          if (!m.needsDocument || m.matchesFacts(c.entry, () => c.facts())) this.pending.push(c);
+        }
+        if (slice.next !== undefined) this.scanned = slice.next;
+        // A full read: the feed may hold more at once.
+        this.more = slice.more;
+        if (!this.more || this.pending.length >= size) break;
       }
-      if (page.entries.length > 0) {
-        const docs = await source.documents(this.tenant, page.entries);
-        page.entries.forEach((e: FeedEntry, i) => {
-          if (m.matches(e, docs[i])) this.pending.push({ cursor: e.cursor, at: e.at, bytes: changeItem(e, docs[i]) });
-        });
-      }
-      if (page.next !== undefined) this.scanned = page.next;
-      // A full read: the feed may hold more at once.
-      const more = page.entries.length >= limit;
+      const more = this.more;
       if (this.pending.length === 0) {
         this.lagSeconds = 0;
         const at = this.basis?.cursor;
@@ -518,49 +577,64 @@ class SubscriptionLoop {
         }
         return 'idle';
       }
-      this.lagSeconds = Math.max(0, (Date.now() - this.pending[0]!.at) / 1000);
+      this.lagSeconds = Math.max(0, (Date.now() - this.pending[0]!.entry.at) / 1000);
       this.dispatcher.recordLag();
       if (this.pending.length < size) {
         if (more) return 0;
         // Not full, and nothing more yet: wait for more until the first change is lingerMs old.
-        const wait = Math.min(this.pending[0]!.at + this.o.lingerMs - Date.now(), this.o.lingerMs);
+        const wait = Math.min(this.pending[0]!.entry.at + this.o.lingerMs - Date.now(), this.o.lingerMs);
         if (wait > 0) return Math.min(wait, this.o.pollMs);
       }
     }
     // The batch: up to `size` changes and MAX_BATCH_BYTES (at least one).
     let n = 0;
     let bytes = 0;
-    while (n < this.pending.length && n < size && (n === 0 || bytes + this.pending[n]!.bytes.length <= MAX_BATCH_BYTES)) {
-      bytes += this.pending[n]!.bytes.length;
+    while (n < this.pending.length && n < size && (n === 0 || bytes + this.pending[n]!.itemLength() <= MAX_BATCH_BYTES)) {
+      bytes += this.pending[n]!.itemLength();
       n++;
     }
     const items = this.pending.slice(0, n);
     const rest = this.pending.slice(n);
     // All that was read went: the cursor goes past what was read (changes left out included).
-    const to = rest.length === 0 && this.scanned !== undefined ? this.scanned : items[items.length - 1]!.cursor;
-    this.batch = { id: randomUUID(), items, to, rev: sub.rev, from: this.basis?.cursor, attempt: 0 };
+    const to = rest.length === 0 && this.scanned !== undefined ? this.scanned : items[items.length - 1]!.entry.cursor;
+    const id = randomUUID();
+    this.batch = {
+      id,
+      body: this.body(id, items),
+      changes: items.length,
+      firstCursor: items[0]!.entry.cursor,
+      lastCursor: items[items.length - 1]!.entry.cursor,
+      to,
+      rev: sub.rev,
+      from: this.basis?.cursor,
+      attempt: 0,
+    };
     this.pending = rest;
     return 'batch';
   }
 
-  private body(batch: Batch): Buffer {
-    const parts: Buffer[] = [
-      Buffer.from(`{"deliveryId":${JSON.stringify(batch.id)},"subscription":${JSON.stringify(this.id)},"changes":[`),
-    ];
-    batch.items.forEach((item, i) => {
-      if (i > 0) parts.push(Buffer.from(','));
-      parts.push(item.bytes);
+  /** `{"deliveryId","subscription","changes":[<items>]}`, written in one buffer from the changes and their documents' bytes. */
+  private body(id: string, items: readonly SharedChange[]): Buffer {
+    const head = `{"deliveryId":${JSON.stringify(id)},"subscription":${JSON.stringify(this.id)},"changes":[`;
+    let size = Buffer.byteLength(head) + 2 + Math.max(0, items.length - 1);
+    for (const c of items) size += c.itemLength();
+    const out = Buffer.allocUnsafe(size);
+    let at = out.write(head, 0, 'utf8');
+    items.forEach((c, i) => {
+      if (i > 0) out[at++] = 0x2c; // ','
+      at = c.writeItem(out, at);
     });
-    parts.push(Buffer.from(']}'));
-    return Buffer.concat(parts);
+    out[at++] = 0x5d; // ']'
+    out[at] = 0x7d; // '}'
+    return out;
   }
 
   private async deliver(sub: WebhookSubscription, batch: Batch): Promise<void> {
     const { store } = this.dispatcher.deps;
     batch.attempt++;
-    const body = this.body(batch);
+    const { body } = batch;
     const at = Date.now();
-    const result: AttemptResult = await this.dispatcher.client.post(
+    const posting: Promise<AttemptResult> = this.dispatcher.client.post(
       sub.url,
       body,
       {
@@ -571,6 +645,14 @@ class SubscriptionLoop {
       },
       this.abort.signal,
     );
+    // While the receiver reads it (a first attempt): the next page, if the next batch needs one and
+    // the feed has more. In the next check phase: undici writes a request on a kept-alive connection
+    // in one (setImmediate, after it looked whether the connection was closed), queued before this.
+    if (batch.attempt === 1 && this.more && this.pending.length < this.o.batch && this.reader !== undefined) {
+      const { reader, scanned } = this;
+      setImmediate(() => reader.prefetch(scanned));
+    }
+    const result = await posting;
     // Stopped meanwhile (close, a lost lease): nothing is recorded; the batch goes again.
     if (!this.running) return;
     webhookAttempts.inc({ outcome: result.outcome });
@@ -579,16 +661,16 @@ class SubscriptionLoop {
       id: batch.id,
       at,
       attempt: batch.attempt,
-      changes: batch.items.length,
-      firstCursor: batch.items[0]!.cursor,
-      lastCursor: batch.items[batch.items.length - 1]!.cursor,
+      changes: batch.changes,
+      firstCursor: batch.firstCursor,
+      lastCursor: batch.lastCursor,
       outcome: result.outcome,
       ...(result.status === undefined ? {} : { status: result.status }),
       ...(result.error === undefined ? {} : { error: result.error }),
       durationMs: result.durationMs,
     };
     if (result.outcome === 'delivered') {
-      webhookChanges.inc(batch.items.length);
+      webhookChanges.inc(batch.changes);
       this.batch = undefined;
       // Committed behind the next batch, in order (see `committing`): the attempt's record and the
       // cursor together (one LMDB commit, one Redis round trip each).
@@ -611,7 +693,7 @@ class SubscriptionLoop {
       })();
       this.basis = { rev: batch.rev, cursor: batch.to };
       this.scanned ??= batch.to;
-      this.lagSeconds = this.pending.length === 0 ? 0 : Math.max(0, (Date.now() - this.pending[0]!.at) / 1000);
+      this.lagSeconds = this.pending.length === 0 ? 0 : Math.max(0, (Date.now() - this.pending[0]!.entry.at) / 1000);
       return;
     }
     // A failed attempt: what was delivered before it is committed first, so that the stored cursor

@@ -19,6 +19,8 @@ export interface Matcher {
   /** Whether the filter needs the document (else every change of the kinds is taken). */
   readonly needsDocument: boolean;
   matches(e: FeedEntry, doc: string | Buffer | undefined): boolean;
+  /** The same, the change's facts made by `facts` (called only when the filter needs them; shared-feed.ts makes them once a change). */
+  matchesFacts(e: FeedEntry, facts: () => ChangeFacts): boolean;
 }
 
 export function matcher(filter: WebhookFilter): Matcher {
@@ -26,17 +28,19 @@ export function matcher(filter: WebhookFilter): Matcher {
   const trip = filter.trip === undefined ? undefined : storageKey(filter.trip);
   const eventType = filter.eventType;
   const needsDocument = vehicle !== undefined || trip !== undefined || eventType !== undefined;
+  const matchesFacts = (e: FeedEntry, factsOf: () => ChangeFacts): boolean => {
+    if (!needsDocument) return true;
+    if (eventType !== undefined && e.kind !== 'events') return false;
+    const facts = factsOf();
+    if (eventType !== undefined && facts.eventType !== eventType) return false;
+    if (vehicle !== undefined && !facts.vehicles.includes(vehicle)) return false;
+    if (trip !== undefined && !facts.trips.includes(trip)) return false;
+    return true;
+  };
   return {
     needsDocument,
-    matches(e, raw) {
-      if (!needsDocument) return true;
-      if (eventType !== undefined && e.kind !== 'events') return false;
-      // The same rule as the stream's (core facets.ts `changeFacts`).
-      const facts: ChangeFacts = changeFacts(e.kind, e.key, e.kind === 'vehicles' ? undefined : parseChangeDocument(raw));
-      if (eventType !== undefined && facts.eventType !== eventType) return false;
-      if (vehicle !== undefined && !facts.vehicles.includes(vehicle)) return false;
-      if (trip !== undefined && !facts.trips.includes(trip)) return false;
-      return true;
-    },
+    // The same rule as the stream's (core facets.ts `changeFacts`).
+    matches: (e, raw) => matchesFacts(e, () => changeFacts(e.kind, e.key, e.kind === 'vehicles' ? undefined : parseChangeDocument(raw))),
+    matchesFacts,
   };
 }

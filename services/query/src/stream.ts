@@ -14,7 +14,8 @@
  * joins the shared reading exactly where it is, so that nothing is missed and nothing comes twice,
  * each stream's changes in feed order (`catchUp` says how). A stream whose client does not read
  * (more than `maxPendingBytes` waiting in its socket's buffer) is cut off: it resumes with its
- * Last-Event-ID, rather than holding up the others or growing memory.
+ * Last-Event-ID, rather than holding up the others or growing memory. `otm_streams_open` counts the
+ * streams open in the process (no tenant label: its values have no bound).
  *
  * The stream follows the change feed, that is what is stored, not the bus: a client that receives
  * an event can GET what it names, and the same cursors resume the stream and `GET /api/v5/changes`.
@@ -29,6 +30,7 @@ import {
   filterValues,
   parseChangeDocument,
   storageKey,
+  streamsOpen,
   tooManyStreams,
   unavailable,
   type ChangeFacts,
@@ -708,6 +710,7 @@ export class StreamHub {
     this.perOwner.set(o.owner, count + 1);
     const client = new Client(o.filter, o.sink, this.maxPending, (c) => {
       this.clients.delete(c);
+      streamsOpen.dec();
       const n = (this.perOwner.get(o.owner) ?? 1) - 1;
       if (n > 0) this.perOwner.set(o.owner, n);
       else this.perOwner.delete(o.owner);
@@ -715,6 +718,7 @@ export class StreamHub {
       if (this.clients.size === 0) this.stopHeartbeat();
     });
     this.clients.add(client);
+    streamsOpen.inc();
     r.add(client);
     try {
       await r.ready;

@@ -12,6 +12,7 @@ import {
   cursorExpired,
   invalidDocument,
   parseTokens,
+  registry,
   type ChangeFeed,
   type FeedEntry,
   type FeedRead,
@@ -357,6 +358,37 @@ describe('stream hub', () => {
     await sleep(50);
     expect(feed.reads).toBe(reads);
     await expect(hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).rejects.toMatchObject({ status: 503 });
+  });
+});
+
+describe('otm_streams_open', () => {
+  /** The gauge's value as /metrics answers it. */
+  const open = async () => (await registry.getSingleMetric('otm_streams_open')!.get()).values[0]?.value ?? 0;
+
+  it('counts the streams open in the process, over tenants: up as each opens, down as each closes, a refused one never counted', async () => {
+    const feed = new MemoryFeed();
+    const hub = new StreamHub(sourceOf(feed), { perToken: 2, pollMs: 1, heartbeatMs: 60_000 });
+    const other = new StreamHub(sourceOf(feed), { perToken: 2, pollMs: 1, heartbeatMs: 60_000 });
+    const before = await open();
+    const a = await hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() });
+    a.start();
+    const b = await hub.open({ tenant: 'u', owner: 'a', filter: {}, sink: new Sink() });
+    b.start();
+    const c = await other.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() });
+    c.start();
+    expect(await open()).toBe(before + 3);
+    // Beyond the token's limit (429), and a bad cursor (400): not counted.
+    await expect(hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).rejects.toMatchObject({ status: 429 });
+    await expect(other.open({ tenant: 't', owner: 'b', filter: {}, from: 'x', sink: new Sink() })).rejects.toBeInstanceOf(OtmServiceError);
+    expect(await open()).toBe(before + 3);
+    a.close();
+    a.close();
+    expect(await open()).toBe(before + 2);
+    // The hub closes: its streams are no longer open.
+    hub.close();
+    expect(await open()).toBe(before + 1);
+    other.close();
+    expect(await open()).toBe(before);
   });
 });
 
