@@ -5,6 +5,8 @@
  *   npm run bench                       full run (builds first)
  *   npm run bench -- --quick            smoke run, a few minutes
  *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, push, distributed, lag, track
+ *   npm run bench -- --only soak        the soak (10 min a deployment), only when asked: not in the full run
+ *   npm run bench -- --only soak --soak-minutes 3 --soak-period 30 --soak-warmup 30 --soak-rate 200 --soak-deployments embedded
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
  *   npm run bench -- --only bulk --bulk-threads 0   OTM_BULK_THREADS for every service started (A/B runs)
  *   npm run bench -- --only distributed --service-env KAFKA_LINGER_MS=1   any setting, for every service
@@ -35,6 +37,7 @@ import { find } from './scenarios/find.mjs';
 import { growth } from './scenarios/growth.mjs';
 import { lag } from './scenarios/lag.mjs';
 import { push } from './scenarios/push.mjs';
+import { soak } from './scenarios/soak.mjs';
 import { track } from './scenarios/track.mjs';
 import { validate } from './scenarios/validate.mjs';
 
@@ -67,10 +70,16 @@ const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
 const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
 if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO))
   throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
-const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'push', 'distributed', 'lag', 'track'];
+const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'push', 'distributed', 'lag', 'track', 'soak'];
+// Groups that run only when --only names them (the soak would add 20 minutes to the full run).
+const ON_REQUEST = ['soak'];
 const only = option('only', undefined)?.split(',');
 for (const g of only ?? []) if (!GROUPS.includes(g)) throw new Error(`--only ${g}: unknown group (${GROUPS.join(', ')})`);
-const wanted = (g) => (only ? only.includes(g) : true);
+const wanted = (g) => (only ? only.includes(g) : !ON_REQUEST.includes(g));
+const SOAK_DEPLOYMENTS = ['embedded', 'distributed'];
+const soakDeployments = option('soak-deployments', SOAK_DEPLOYMENTS.join(',')).split(',');
+for (const d of soakDeployments)
+  if (!SOAK_DEPLOYMENTS.includes(d)) throw new Error(`--soak-deployments ${d}: ${SOAK_DEPLOYMENTS.join(', ')}`);
 
 const cfg = {
   serviceEnv: SERVICE_ENV,
@@ -104,6 +113,12 @@ const cfg = {
   bulkEventsDistributed: Number(option('bulk-events-distributed', QUICK ? 20_000 : 50_000)),
   visibleTimeoutS: Number(option('visible-timeout', QUICK ? 60 : 180)),
   lagProbeEveryMs: 50,
+  /** The soak (group `soak`): minutes a deployment, seconds a period, seconds of warm-up before, requests/s of the mix, deployments. */
+  soakMinutes: Number(option('soak-minutes', QUICK ? 2 : 10)),
+  soakPeriod: Number(option('soak-period', QUICK ? 30 : 60)),
+  soakWarmup: Number(option('soak-warmup', QUICK ? 30 : 60)),
+  soakRate: Number(option('soak-rate', 200)),
+  soakDeployments,
 };
 
 /**
@@ -132,6 +147,7 @@ const STEPS = [
   { group: 'bulk', name: 'bulk (distributed)', run: bulkDistributed, failed: [['bulk ingest, distributed', 'retired']] },
   { group: 'lag', name: 'lag', run: lag, failed: [['visibility lag, distributed', '<= 500 ms']] },
   { group: 'track', name: 'track', run: track, failed: [['track query growth, ClickHouse', '<= 2.0']] },
+  { group: 'soak', name: 'soak', run: soak, failed: [['soak: RSS last period vs period 2 / error answers', '<= 1.10 / = 0']] },
 ];
 
 // ---------------------------------------------------------------------------------------------
