@@ -30,6 +30,7 @@ const INTEGRATION = [
   'packages/distributed/test/kafka/bus.test.ts',
   'packages/distributed/test/kafka/idempotence.test.ts',
   'packages/distributed/test/redis/store.test.ts',
+  'packages/distributed/test/redis/stream-slots.test.ts',
 ];
 const INTEGRATION_TESTS = INTEGRATION.map((p) => (p.endsWith('/') ? `${p}**/*.test.ts` : p));
 

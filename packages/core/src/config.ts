@@ -187,7 +187,8 @@ export const CONFIG_VARIABLES = {
     'size in bytes beyond which the embedded event log starts a new segment file; only sealed segments are compacted (default 67108864, 64 MiB)',
   OTM_EVENT_COMPACTION_INTERVAL:
     'how often the embedded event log looks for sealed segments mostly made of replaced or deleted events, to rewrite them: a number with ms, s, m or h (default 10m), or off',
-  OTM_STREAMS_PER_TOKEN: 'most open streams (GET /api/v5/stream) of one token in one process; more get 429 (default 10)',
+  OTM_STREAMS_PER_TOKEN:
+    'most open streams (GET /api/v5/stream) of one token: across all query processes with the Redis entity store, in the process otherwise (the embedded deployment is one); more get 429 (default 10)',
   OTM_RATE_LIMIT:
     'requests one credential (token, API key, JWT subject) may make, a bulk document counting one: a count a second or a minute such as 1000/s or 60000/m; more get 429 (default: no limit)',
   OTM_TENANT_RATE_LIMIT: 'the same for all the credentials of one tenant together, e.g. 5000/s (default: no limit)',

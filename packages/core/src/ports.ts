@@ -511,3 +511,40 @@ export interface ApiKeyStore {
   /** Marks it revoked at `at` (ISO; kept if it was revoked before); undefined when there is no such key. */
   revoke(id: string, at: string): Promise<ApiKeyRecord | undefined>;
 }
+
+/**
+ * One open stream (GET /api/v5/stream) as it is counted against its token's OTM_STREAMS_PER_TOKEN.
+ */
+export interface StreamSlot {
+  /**
+   * Which token holds it: a reference that is never the token, nor a plain hash of it (query's
+   * `StreamTickets.ref`); the slots of a token are counted together, whatever tenant they are for.
+   */
+  readonly owner: string;
+  /** The stream's id, random, unique in the deployment. */
+  readonly id: string;
+}
+
+/**
+ * The slots of open streams, per token: in the process (query's `MemoryStreamSlots`, the embedded
+ * deployment and the default) or in Redis, shared by every query process
+ * (`RedisStreamSlots`, packages/distributed/src/redis/stream-slots.ts). A slot is held for a time
+ * (`ttlMs`, on the store's clock) and renewed while its stream is open, so that the slots of a
+ * process that died free themselves once that time is over; a stream that closes releases its
+ * slot at once. Rejects when the store cannot be reached.
+ */
+export interface StreamSlots {
+  /**
+   * Takes `slot` for `ttlMs` if its token holds fewer than `limit` slots (expired ones do not
+   * count); whether it was taken. A slot already held is renewed, and taken.
+   */
+  acquire(slot: StreamSlot, limit: number, ttlMs: number): Promise<boolean>;
+  /**
+   * Holds every one of `slots` for `ttlMs` from now, taking again, without counting, any that
+   * expired or went missing meanwhile (a stream let through while the store failed, or one whose
+   * renewals could not reach it for a while): a stream that is open holds its slot.
+   */
+  renew(slots: readonly StreamSlot[], ttlMs: number): Promise<void>;
+  /** Frees the slot at once (nothing when it is not held). */
+  release(slot: StreamSlot): Promise<void>;
+}

@@ -26,3 +26,4 @@ export { RedisApiKeyStore, openRedisApiKeyStore } from './redis/api-keys.js';
 export { RedisFeedExport } from './redis/feed-export.js';
 export { RedisSubscriptionStore } from './redis/subscriptions.js';
 export { RedisRateLimiter } from './redis/rate-limit.js';
+export { RedisStreamSlots } from './redis/stream-slots.js';

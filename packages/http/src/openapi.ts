@@ -369,7 +369,7 @@ export function openApiDocument(): Record<string, unknown> {
         '410': errorAnswer('The Last-Event-ID is older than the feed keeps (OTM_FEED_RETENTION): start again without one'),
         ...common,
         '429': tooManyRequests(
-          `The token has OTM_STREAMS_PER_TOKEN streams open in this process (\`tooManyStreams\`, with Retry-After); or ${QUOTA_429}`,
+          `The token has OTM_STREAMS_PER_TOKEN streams open (in every process, with Redis) (\`tooManyStreams\`, with Retry-After); or ${QUOTA_429}`,
         ),
         '401': errorAnswer(
           'No bearer token and no ticket, or an unknown token, or a ticket not valid or expired (with WWW-Authenticate: Bearer)',

@@ -12,6 +12,7 @@ import {
   type EventStore,
   type Logger,
   type RateLimiter,
+  type StreamSlots,
   type SubscriptionStore,
 } from '@otm/core';
 import {
@@ -38,6 +39,11 @@ export interface Adapters {
    * with the Redis entity store; undefined: each process counts its own (in memory).
    */
   readonly rateLimiter?: RateLimiter;
+  /**
+   * What counts the open streams of each token (OTM_STREAMS_PER_TOKEN): Redis, shared by every
+   * query process, with the Redis entity store; undefined: each process counts its own (in memory).
+   */
+  readonly streamSlots?: StreamSlots;
   /** Creates ClickHouse tables and Kafka topics where those are used (idempotent). */
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -128,7 +134,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
     events,
     subscriptions,
     apiKeys,
-    ...(redis === undefined ? {} : { rateLimiter: redis.rateLimiter }),
+    ...(redis === undefined ? {} : { rateLimiter: redis.rateLimiter, streamSlots: redis.streamSlots }),
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {

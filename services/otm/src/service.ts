@@ -92,7 +92,8 @@ export async function createService(
      */
     entityExport?: EntityExportOptions | false;
     /**
-     * The stream (GET /api/v5/stream): streams per token (OTM_STREAMS_PER_TOKEN, default 10), the
+     * The stream (GET /api/v5/stream): streams per token (OTM_STREAMS_PER_TOKEN, default 10;
+     * counted by the adapters' stream slots, Redis and shared, or without them in this process), the
      * ticket secret (OTM_STREAM_TICKET_SECRET; default: derived from `tokens`), and for tests the
      * heartbeat (default 15 s, at most half the idle timeout), poll interval and pending bound.
      */
@@ -186,6 +187,8 @@ export async function createService(
     const hub = new StreamHub(finder, {
       perToken: 10,
       heartbeatMs: Math.max(10, Math.min(15_000, Math.floor(idleMs / 2))),
+      // Every query process on the same Redis counts the same slots; else this process's own.
+      ...(adapters.streamSlots === undefined ? {} : { slots: adapters.streamSlots }),
       ...streams,
       logger: logger.child({ component: 'stream' }),
     });

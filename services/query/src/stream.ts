@@ -17,6 +17,13 @@
  * Last-Event-ID, rather than holding up the others or growing memory. `otm_streams_open` counts the
  * streams open in the process (no tenant label: its values have no bound).
  *
+ * Each stream holds one of its token's OTM_STREAMS_PER_TOKEN slots (`StreamSlots`): in the process
+ * (`MemoryStreamSlots`), or in Redis, where every query process counts the same slots. A slot is
+ * taken before the stream opens (429 beyond the limit), renewed on the heartbeat, held for three
+ * heartbeats at a time (so the slots of a process that died free themselves), and released when
+ * the stream closes. Should the slots' store fail when a stream opens, the stream opens anyway
+ * (they fail open, like the quotas) and its slot is written at the next renewal that gets through.
+ *
  * The stream follows the change feed, that is what is stored, not the bus: a client that receives
  * an event can GET what it names, and the same cursors resume the stream and `GET /api/v5/changes`.
  */
@@ -37,6 +44,8 @@ import {
   type FeedEntry,
   type Logger,
   type Principal,
+  type StreamSlot,
+  type StreamSlots,
   type TokenEntry,
 } from '@otm/core';
 import { JSON_TYPE, clip, onlyQuery } from '@otm/http';
@@ -61,10 +70,17 @@ const ID_MAX = 1_000;
 const HEARTBEAT = Buffer.from(': keep-alive\n\n');
 
 export interface StreamOptions {
-  /** Most streams one token may hold open in this process (OTM_STREAMS_PER_TOKEN); one more is a 429. */
+  /** Most streams one token may hold open (OTM_STREAMS_PER_TOKEN), as `slots` counts them; one more is a 429. */
   readonly perToken: number;
-  /** How often a comment goes to every stream, so that proxies and clients see it alive (default 15 s). */
+  /**
+   * Where the streams of each token are counted: Redis (shared by every query process) with the
+   * Redis entity store; default a `MemoryStreamSlots` of this hub (the process's own).
+   */
+  readonly slots?: StreamSlots;
+  /** How often a comment goes to every stream, so that proxies and clients see it alive, and its slot is renewed (default 15 s). */
   readonly heartbeatMs?: number;
+  /** How long a slot is held from each renewal (default three heartbeats). */
+  readonly slotTtlMs?: number;
   /** How long the shared reading waits when the feed has nothing new (default 50 ms). */
   readonly pollMs?: number;
   /** Most bytes waiting in a stream's socket buffer before it is cut off (default 8 MiB). */
@@ -99,6 +115,55 @@ export interface StreamFilter {
   readonly vehicle?: string;
   /** The trip itself, and events linked to it. */
   readonly trip?: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Slots
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The stream slots of one process (the embedded deployment, and the default): per token, the ids
+ * of its streams with the time each expires (`clock`). In one process a stream that closes always
+ * releases its slot; the expiry is kept so that this one and Redis's answer alike.
+ */
+export class MemoryStreamSlots implements StreamSlots {
+  /** Token (owner) → stream id → expiry (ms). */
+  private readonly held = new Map<string, Map<string, number>>();
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  /** Slots held now, over all tokens (expired ones not swept yet included): for tests. */
+  get size(): number {
+    let n = 0;
+    for (const ids of this.held.values()) n += ids.size;
+    return n;
+  }
+
+  acquire(slot: StreamSlot, limit: number, ttlMs: number): Promise<boolean> {
+    const now = this.clock();
+    let ids = this.held.get(slot.owner);
+    if (ids !== undefined) for (const [id, expires] of ids) if (expires <= now) ids.delete(id);
+    if (!ids?.has(slot.id) && (ids?.size ?? 0) >= limit) return Promise.resolve(false);
+    if (ids === undefined) this.held.set(slot.owner, (ids = new Map<string, number>()));
+    ids.set(slot.id, now + ttlMs);
+    return Promise.resolve(true);
+  }
+
+  renew(slots: readonly StreamSlot[], ttlMs: number): Promise<void> {
+    const expires = this.clock() + ttlMs;
+    for (const slot of slots) {
+      let ids = this.held.get(slot.owner);
+      if (ids === undefined) this.held.set(slot.owner, (ids = new Map<string, number>()));
+      ids.set(slot.id, expires);
+    }
+    return Promise.resolve();
+  }
+
+  release(slot: StreamSlot): Promise<void> {
+    const ids = this.held.get(slot.owner);
+    if (ids?.delete(slot.id) && ids.size === 0) this.held.delete(slot.owner);
+    return Promise.resolve();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -625,8 +690,8 @@ export interface OpenStream {
 }
 
 /**
- * The streams of this process: a reading per tenant with streams open, the count of streams per
- * token, the heartbeat.
+ * The streams of this process: a reading per tenant with streams open, the slot each stream holds,
+ * the heartbeat (which renews the slots too).
  */
 export class StreamHub {
   readonly pollMs: number;
@@ -637,10 +702,16 @@ export class StreamHub {
   private readonly maxPending: number;
   private readonly retry: Buffer;
   private readonly retryAfter: number;
+  private readonly slots: StreamSlots;
+  private readonly slotTtlMs: number;
   private readonly readers = new Map<string, TenantReader>();
-  private readonly perOwner = new Map<string, number>();
-  private readonly clients = new Set<Client>();
+  /** Every open stream, with the slot it holds. */
+  private readonly clients = new Map<Client, StreamSlot>();
   private heartbeat: NodeJS.Timeout | undefined;
+  /** A renewal of the slots is under way (the next heartbeat does not start another). */
+  private renewing = false;
+  /** When a failure of the slots' store was last logged (at most once a minute). */
+  private slotWarnedAt = -Infinity;
   /** Wakes each pending `sleep`. */
   private readonly sleeping = new Set<() => void>();
   private closed = false;
@@ -656,6 +727,8 @@ export class StreamHub {
     this.maxPending = opts.maxPendingBytes ?? 8 * 1024 * 1024;
     this.retry = Buffer.from(`retry: ${opts.retryMs ?? 2_000}\n\n`);
     this.retryAfter = opts.retryAfterSeconds ?? 10;
+    this.slots = opts.slots ?? new MemoryStreamSlots();
+    this.slotTtlMs = opts.slotTtlMs ?? 3 * this.heartbeatMs;
     this.logger = opts.logger;
   }
 
@@ -683,10 +756,11 @@ export class StreamHub {
   }
 
   /**
-   * Opens a stream of `tenant` for the token `owner`: counted against OTM_STREAMS_PER_TOKEN (429
-   * beyond it), started from `from` (a cursor: 400 when it is not one of this feed, 410 when older
-   * than the feed keeps) or from the feed's end. Fails before anything is written; `start` it once
-   * the answer's head is.
+   * Opens a stream of `tenant` for the token `owner` (a reference, never the token): it takes one
+   * of the token's OTM_STREAMS_PER_TOKEN slots (429 beyond them; let through uncounted should the
+   * slots' store fail), starts from `from` (a cursor: 400 when it is not one of this feed, 410 when
+   * older than the feed keeps) or from the feed's end. Fails before anything is written, its slot
+   * released; `start` it once the answer's head is.
    */
   async open(o: {
     tenant: string;
@@ -697,27 +771,28 @@ export class StreamHub {
     sink: StreamSink;
   }): Promise<OpenStream> {
     if (this.closed) throw unavailable('the service is stopping', 1);
-    const count = this.perOwner.get(o.owner) ?? 0;
-    if (count >= this.opts.perToken) {
+    const slot: StreamSlot = { owner: o.owner, id: randomBytes(12).toString('base64url') };
+    if (!(await this.acquire(slot))) {
       throw tooManyStreams(
-        `this token has ${count} streams open here, the most allowed (OTM_STREAMS_PER_TOKEN): close one, or try again later`,
+        `this token has ${this.opts.perToken} streams open, the most allowed (OTM_STREAMS_PER_TOKEN): close one, or try again later`,
         this.retryAfter,
       );
+    }
+    if (this.closed) {
+      this.release(slot);
+      throw unavailable('the service is stopping', 1);
     }
     let reader = this.readers.get(o.tenant);
     if (reader === undefined) this.readers.set(o.tenant, (reader = new TenantReader(o.tenant, this)));
     const r = reader;
-    this.perOwner.set(o.owner, count + 1);
     const client = new Client(o.filter, o.sink, this.maxPending, (c) => {
       this.clients.delete(c);
       streamsOpen.dec();
-      const n = (this.perOwner.get(o.owner) ?? 1) - 1;
-      if (n > 0) this.perOwner.set(o.owner, n);
-      else this.perOwner.delete(o.owner);
+      this.release(slot);
       r.remove(c);
       if (this.clients.size === 0) this.stopHeartbeat();
     });
-    this.clients.add(client);
+    this.clients.set(client, slot);
     streamsOpen.inc();
     r.add(client);
     try {
@@ -791,10 +866,49 @@ export class StreamHub {
     await flush();
   }
 
+  /** Takes the stream's slot; true as well when the slots' store failed (they fail open). */
+  private async acquire(slot: StreamSlot): Promise<boolean> {
+    try {
+      return await this.slots.acquire(slot, this.opts.perToken, this.slotTtlMs);
+    } catch (err) {
+      this.slotFailure(err, 'stream: counting the streams of a token failed: streams open uncounted until it works again');
+      return true;
+    }
+  }
+
+  /** Frees the slot; should that fail, it expires within slotTtlMs. */
+  private release(slot: StreamSlot): void {
+    // Nothing waits for it: a failure is logged, and the slot expires by itself.
+    void this.slots
+      .release(slot)
+      .catch((err: unknown) => this.slotFailure(err, 'stream: freeing the slot of a stream failed: it expires by itself'));
+  }
+
+  /** Renews the slot of every open stream (on the heartbeat); one renewal at a time. */
+  private renew(): void {
+    if (this.renewing || this.clients.size === 0) return;
+    this.renewing = true;
+    // Nothing waits for it: a failure is logged, and the next heartbeat renews them all again.
+    void this.slots
+      .renew([...this.clients.values()], this.slotTtlMs)
+      .catch((err: unknown) => this.slotFailure(err, 'stream: renewing the slots of the open streams failed; trying again'))
+      .finally(() => {
+        this.renewing = false;
+      });
+  }
+
+  private slotFailure(err: unknown, message: string): void {
+    const now = Date.now();
+    if (now - this.slotWarnedAt < 60_000) return;
+    this.slotWarnedAt = now;
+    this.logger?.warn({ err }, message);
+  }
+
   private startHeartbeat(): void {
     if (this.heartbeat !== undefined || this.closed) return;
     this.heartbeat = setInterval(() => {
-      for (const c of this.clients) if (c.started && !c.holding) c.send(HEARTBEAT);
+      for (const c of this.clients.keys()) if (c.started && !c.holding) c.send(HEARTBEAT);
+      this.renew();
     }, this.heartbeatMs);
     this.heartbeat.unref();
   }
@@ -811,7 +925,7 @@ export class StreamHub {
     for (const wake of [...this.sleeping]) wake();
     this.stopHeartbeat();
     for (const r of [...this.readers.values()]) r.stop();
-    for (const c of [...this.clients]) c.end();
+    for (const c of [...this.clients.keys()]) c.end();
   }
 }
 

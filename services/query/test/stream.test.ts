@@ -3,7 +3,8 @@
  * answer after random delays, stand-ins for sockets. Streams that resume while changes keep coming
  * get every change after their cursor exactly once, in order, however their catching up and the
  * shared reading interleave; a stream following one vehicle costs the changes of that vehicle only;
- * slow clients are cut off; the per-token limit; closing; tickets.
+ * slow clients are cut off; the per-token limit, counted by the stream slots (in the process, or
+ * shared by several hubs as Redis shares them between processes); closing; tickets.
  */
 import { describe, expect, it } from 'vitest';
 import {
@@ -17,9 +18,20 @@ import {
   type FeedEntry,
   type FeedRead,
   type LatestPosition,
+  type StreamSlot,
+  type StreamSlots,
 } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { StreamHub, StreamTickets, streamTicketKey, type StreamFilter, type StreamSink, type StreamSource } from '../src/stream.js';
+import {
+  MemoryStreamSlots,
+  StreamHub,
+  StreamTickets,
+  streamTicketKey,
+  type StreamFilter,
+  type StreamOptions,
+  type StreamSink,
+  type StreamSource,
+} from '../src/stream.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const jitter = () => sleep(Math.random() < 0.5 ? 0 : Math.random() * 3);
@@ -389,6 +401,125 @@ describe('otm_streams_open', () => {
     expect(await open()).toBe(before + 1);
     other.close();
     expect(await open()).toBe(before);
+  });
+});
+
+describe('stream slots in the process (MemoryStreamSlots)', () => {
+  const slot = (owner: string, id: string): StreamSlot => ({ owner, id });
+
+  it("holds at most the limit of a token's slots; other tokens are not affected; a release frees one at once", async () => {
+    const slots = new MemoryStreamSlots(() => 1_000);
+    expect(await slots.acquire(slot('a', '1'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '2'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '3'), 2, 100)).toBe(false);
+    // A slot already held is taken again (renewed), not counted twice.
+    expect(await slots.acquire(slot('a', '2'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('b', '1'), 2, 100)).toBe(true);
+    await slots.release(slot('a', '1'));
+    await slots.release(slot('a', '1'));
+    await slots.release(slot('c', 'never held'));
+    expect(await slots.acquire(slot('a', '3'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '4'), 2, 100)).toBe(false);
+    expect(slots.size).toBe(3);
+  });
+
+  it('frees a slot once it expires; a renewal holds it longer, and takes back one that expired or went missing', async () => {
+    let now = 1_000;
+    const slots = new MemoryStreamSlots(() => now);
+    expect(await slots.acquire(slot('a', '1'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '2'), 2, 100)).toBe(true);
+    now = 1_090;
+    await slots.renew([slot('a', '1')], 100);
+    now = 1_100; // '2' expires now, '1' at 1_190
+    expect(await slots.acquire(slot('a', '3'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '4'), 2, 100)).toBe(false);
+    // A stream let through uncounted (the store failed) is counted from its first renewal on.
+    await slots.renew([slot('a', '5'), slot('b', '1')], 100);
+    expect(slots.size).toBe(4);
+    now = 1_200;
+    await slots.release(slot('a', '5'));
+    expect(await slots.acquire(slot('a', '6'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '7'), 2, 100)).toBe(true);
+    expect(await slots.acquire(slot('a', '8'), 2, 100)).toBe(false);
+  });
+});
+
+describe('stream hubs sharing their slots', () => {
+  it('count the streams of a token together, as query processes on one Redis do: one more on either is a 429, a close frees one for both', async () => {
+    const feed = new MemoryFeed();
+    const slots = new MemoryStreamSlots();
+    const hubs = [0, 1].map(() => new StreamHub(sourceOf(feed), { perToken: 3, slots, pollMs: 1, heartbeatMs: 60_000 }));
+    const open = (i: number, owner = 'token-1') => hubs[i]!.open({ tenant: 't', owner, filter: {}, sink: new Sink() });
+    const a = await open(0);
+    await open(1);
+    await open(0);
+    for (const i of [0, 1]) await expect(open(i)).rejects.toMatchObject({ status: 429, code: ErrorCode.tooManyStreams });
+    await open(1, 'token-2');
+    a.close();
+    await open(1);
+    await expect(open(0)).rejects.toMatchObject({ status: 429 });
+    expect(slots.size).toBe(4);
+    // A hub that closes (its process stops) frees its slots.
+    hubs[1]!.close();
+    expect(slots.size).toBe(1);
+    await open(0);
+    await open(0);
+    hubs[0]!.close();
+    expect(slots.size).toBe(0);
+  });
+
+  it('renews the slots of its open streams on the heartbeat, so that they outlive their expiry', async () => {
+    const feed = new MemoryFeed();
+    const slots = new MemoryStreamSlots();
+    const hub = new StreamHub(sourceOf(feed), { perToken: 2, slots, pollMs: 1, heartbeatMs: 10, slotTtlMs: 40 });
+    (await hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).start();
+    (await hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).start();
+    await sleep(200);
+    // Another process asks: both are still held.
+    expect(await slots.acquire({ owner: 'a', id: 'elsewhere' }, 2, 40)).toBe(false);
+    hub.close();
+    expect(await slots.acquire({ owner: 'a', id: 'elsewhere' }, 2, 40)).toBe(true);
+  });
+
+  it('opens the stream when the slots fail (fail open), and counts it from the first renewal that gets through', async () => {
+    const feed = new MemoryFeed();
+    const memory = new MemoryStreamSlots();
+    let failing = true;
+    const calls: string[] = [];
+    const flaky: StreamSlots = {
+      acquire: (s, limit, ttl) => {
+        calls.push('acquire');
+        return failing ? Promise.reject(new Error('Redis is away')) : memory.acquire(s, limit, ttl);
+      },
+      renew: (s, ttl) => {
+        calls.push('renew');
+        return failing ? Promise.reject(new Error('Redis is away')) : memory.renew(s, ttl);
+      },
+      release: (s) => {
+        calls.push('release');
+        return failing ? Promise.reject(new Error('Redis is away')) : memory.release(s);
+      },
+    };
+    const warnings: string[] = [];
+    const logger = { warn: (_o: unknown, m: string) => warnings.push(m) } as unknown as NonNullable<StreamOptions['logger']>;
+    const hub = new StreamHub(sourceOf(feed), { perToken: 1, slots: flaky, pollMs: 1, heartbeatMs: 10, logger });
+    const first = await hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() });
+    first.start();
+    (await hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).start();
+    expect(hub.size).toBe(2);
+    await sleep(50);
+    // Logged once, however many calls failed.
+    expect(warnings).toHaveLength(1);
+    failing = false;
+    await sleep(50);
+    // Both are counted now (more than the limit, until they close): a third is refused.
+    expect(memory.size).toBe(2);
+    await expect(hub.open({ tenant: 't', owner: 'a', filter: {}, sink: new Sink() })).rejects.toMatchObject({ status: 429 });
+    first.close();
+    expect(memory.size).toBe(1);
+    hub.close();
+    expect(memory.size).toBe(0);
+    expect(calls).toContain('renew');
   });
 });
 

@@ -17,3 +17,15 @@ export const entityCacheTracking = new Gauge({
   help: '1 while Redis tracks the keys this process caches (CLIENT TRACKING on and its invalidations heard); 0 while the cache is off',
   registers: [registry],
 });
+
+/**
+ * Calls to the stream slots in Redis (stream-slots.ts) that failed or timed out, by `op`:
+ * `acquire` (the stream opened without being counted: query's stream.ts lets it through),
+ * `renew` (tried again at the next heartbeat), `release` (the slot expires by itself).
+ */
+export const streamSlotFailures = new Counter({
+  name: 'otm_stream_slot_failures_total',
+  help: 'Stream slot calls to Redis (OTM_STREAMS_PER_TOKEN) that failed: acquire (the stream opened uncounted), renew (retried at the next heartbeat), release (the slot expires by itself)',
+  labelNames: ['op'] as const,
+  registers: [registry],
+});

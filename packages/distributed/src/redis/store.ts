@@ -28,6 +28,7 @@ import { listBounds, parseListMember } from './lists.js';
 import { RedisPositions } from './positions.js';
 import { RedisSubscriptionStore } from './subscriptions.js';
 import { RedisRateLimiter } from './rate-limit.js';
+import { RedisStreamSlots } from './stream-slots.js';
 import { RedisApiKeyStore } from './api-keys.js';
 import { TrackedCache } from './tracked-cache.js';
 import { Units } from './transactions.js';
@@ -78,6 +79,8 @@ export class RedisEntityStore implements EntityStore {
   readonly apiKeys: RedisApiKeyStore;
   /** The quotas' limiter, shared by every process on this Redis (rate-limit.ts). */
   readonly rateLimiter: RedisRateLimiter;
+  /** The slots of open streams (OTM_STREAMS_PER_TOKEN), shared by every process on this Redis (stream-slots.ts). */
+  readonly streamSlots: RedisStreamSlots;
 
   constructor(opts: RedisEntityStoreOptions) {
     this.commandTimeoutMs = opts.commandTimeoutMs ?? 5_000;
@@ -128,6 +131,7 @@ export class RedisEntityStore implements EntityStore {
     this.subscriptions = new RedisSubscriptionStore(this.redis, this.keys, this.guard);
     this.apiKeys = new RedisApiKeyStore(this.redis, opts.prefix ?? 'otm', this.guard);
     this.rateLimiter = new RedisRateLimiter(this.redis, opts.prefix ?? 'otm');
+    this.streamSlots = new RedisStreamSlots(this.redis, opts.prefix ?? 'otm');
     this.telemetry = {
       appendFeed: (entries) => this.feed.append(entries),
       updatePositions: (fixes) => this.positions.update(fixes),
