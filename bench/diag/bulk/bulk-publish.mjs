@@ -4,8 +4,8 @@
  * the in-process bus, the telemetry worker and the event log with its LMDB index, in one process as
  * `otm serve` composes them, without HTTP and without the checking. Two bodies in flight, as the
  * bench sends them. Prints the process's CPU µs an event (all threads: the event loop, LMDB's
- * writer, libuv's pool, V8's helpers) and events/s, per round on a fresh data folder. After
- * `npm run build`:
+ * writer, libuv's pool, V8's helpers; and split by thread) and events/s, per round on a fresh data
+ * folder. After `npm run build`:
  *
  *   node bench/diag/bulk/bulk-publish.mjs [rounds=3] [bodies=40]
  *
@@ -44,6 +44,39 @@ const session = new inspector.Session();
 session.connect();
 const logger = createLogger('warn');
 const docs = locationBodies();
+
+/**
+ * CPU clock ticks (10 ms on Linux) of each thread (/proc/self/task), named: `main` (the event loop),
+ * `node` (libuv's pool, where LMDB commits and the log is written, and V8's helpers), others.
+ */
+function threadTimes() {
+  const out = new Map();
+  for (const t of fs.readdirSync('/proc/self/task')) {
+    try {
+      const stat = fs.readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out.set(t, { name: t === String(process.pid) ? 'main' : name, ticks: Number(f[11]) + Number(f[12]) });
+    } catch {
+      /* ended */
+    }
+  }
+  return out;
+}
+
+/** µs of CPU an event by thread name since `before` (whole ticks: coarser than the process's total). */
+function threadsSince(before, n) {
+  const tick = 1_000_000 / 100;
+  const sums = new Map();
+  for (const [t, { name, ticks }] of threadTimes()) {
+    const d = ticks - (before.get(t)?.ticks ?? 0);
+    if (d > 0) sums.set(name, (sums.get(name) ?? 0) + d);
+  }
+  return [...sums]
+    .sort((a, b) => b[1] - a[1])
+    .map(([name, d]) => `${name} ${((d * tick) / n).toFixed(2)}`)
+    .join(', ');
+}
 
 /** Bytes allocated an event by the functions that allocated most, from a sampling heap profile. */
 function allocationsByFunction(profile, events) {
@@ -107,6 +140,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       });
     }
     const n = BODIES * PER_BODY;
+    const threads0 = threadTimes();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     let next = WARMUP_BODIES;
@@ -126,8 +160,9 @@ for (let round = 1; round <= ROUNDS; round++) {
     await events.settled?.();
     const wall = performance.now() - t0;
     const cpu = process.cpuUsage(cpu0);
+    const byThread = threadsSince(threads0, n);
     console.log(
-      `round ${round}${storeOnly ? ' (event store alone)' : ''}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s`,
+      `round ${round}${storeOnly ? ' (event store alone)' : ''}: ${((cpu.user + cpu.system) / n).toFixed(2)} µs of CPU an event (whole process), ${Math.round((n * 1000) / wall).toLocaleString('en-US')} events/s; by thread: ${byThread}`,
     );
     if (heapDir) {
       const { profile } = await session.post('HeapProfiler.stopSampling');

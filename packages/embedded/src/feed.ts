@@ -8,6 +8,15 @@
  * not escaped into a JSON string (twice the work both ways, and a larger value), and answered as it
  * is. Telemetry events are not kept (the event log has them): the query reads the version.
  *
+ * Blocks. The event log's index commit stores thousands of changes without documents at once, and
+ * an LMDB write costs a µs or more, so it stores each tenant's changes of one transaction as one
+ * entry, a block: `@<at> <count>`, then for each change, in order, a line
+ * `\n<op><rank><kind>|<key>` (op `p` or `d`, rank one digit), under the number of its last change;
+ * its changes have the `count` numbers up to that one. A read resuming inside a block skips the
+ * changes up to its cursor; retention removes a block whole (its changes share their time). The
+ * key of a block is a number like any other, so heads, floors and the largest number work the same
+ * on both. The answers are those of one entry a change: the same cursors, order and members.
+ *
  * Why one sequence for the whole environment, given inside the transaction that writes the entry
  * (by the entity store's units, the event log's index commits and the telemetry worker's side
  * effects, which all share one `FeedSeq`): lmdb-js runs the callbacks of its write transactions one
@@ -62,6 +71,17 @@ export interface FeedChange {
 const headText = (at: number, op: 'put' | 'delete', kind: KindSegment, key: string, rank: number): string =>
   `{"at":${at},"op":"${op}","kind":"${kind}","key":${JSON.stringify(key)},"rank":${rank}}`;
 
+/** What a block keeps of a change (effects.ts's EventChange is one). */
+export type BlockChange =
+  | { readonly op: 'put'; readonly kind: KindSegment; readonly key: string; readonly rank: number }
+  | { readonly op: 'delete'; readonly kind: KindSegment; readonly key: string };
+
+/** The first character of a block's value (a change's is `{`). */
+const BLOCK = '@';
+const BLOCK_CODE = 0x40;
+/** A block holds a change whose key has no line break and whose rank is one digit. */
+const fitsBlock = (key: string, rank: number): boolean => !key.includes('\n') && rank >= 0 && rank <= 9 && Number.isInteger(rank);
+
 /** The sequence numbers of the feed: one counter for the whole environment. */
 export class FeedSeq {
   /** The last number given. */
@@ -87,11 +107,39 @@ export class FeedSeq {
   }
 
   /**
-   * `append` of a change without a document (the event log's, one an event), from its parts: no
-   * object made for it.
+   * `append` of a change without a document (the event log's), from its parts: no object made for
+   * it.
    */
   appendChange(tenant: string, at: number, op: 'put' | 'delete', kind: KindSegment, key: string, rank: number): void {
     void this.feed.put(`${tenant}${SEP}${pad16(++this.last)}`, headText(at, op, kind, key, rank));
+  }
+
+  /**
+   * Inside a write transaction: stores the tenant's changes without documents (the event log's),
+   * in order, as one block (above) under the next numbers; a change a block cannot hold (a key with
+   * a line break) as an entry of its own, in its place. Call `save` before the transaction ends.
+   */
+  appendChanges(tenant: string, at: number, changes: readonly BlockChange[]): void {
+    let lines = '';
+    let count = 0;
+    const flush = () => {
+      if (count === 0) return;
+      this.last += count;
+      void this.feed.put(`${tenant}${SEP}${pad16(this.last)}`, `${BLOCK}${at} ${count}${lines}`);
+      lines = '';
+      count = 0;
+    };
+    for (const c of changes) {
+      const rank = c.op === 'put' ? c.rank : 0;
+      if (!fitsBlock(c.key, rank)) {
+        flush();
+        this.appendChange(tenant, at, c.op, c.kind, c.key, rank);
+        continue;
+      }
+      lines += `\n${c.op === 'put' ? 'p' : 'd'}${rank}${c.kind}${SEP}${c.key}`;
+      count++;
+    }
+    flush();
   }
 
   /** Inside a write transaction, after `append`s: records the last number given. */
@@ -136,11 +184,23 @@ const headOf = (raw: string): FeedChange => {
   return JSON.parse(nl < 0 ? raw : raw.slice(0, nl)) as FeedChange;
 };
 
-function decode(seq: string, raw: string): FeedEntry {
+/** How many changes a stored entry holds: a block's count, else one. */
+function countOf(raw: string): number {
+  if (raw.charCodeAt(0) !== BLOCK_CODE) return 1;
+  const space = raw.indexOf(' ');
+  const nl = raw.indexOf('\n', space);
+  return Number(raw.slice(space + 1, nl < 0 ? raw.length : nl));
+}
+
+/** When the changes of a stored entry were made: a change's `at`, or a block's. */
+const atOf = (raw: string): number => (raw.charCodeAt(0) === BLOCK_CODE ? Number(raw.slice(1, raw.indexOf(' '))) : headOf(raw).at);
+
+/** A stored change (not a block) with its cursor, the number it is stored under. */
+function decode(cursor: string, raw: string): FeedEntry {
   const nl = raw.indexOf('\n');
   const head = headOf(raw);
   return {
-    cursor: String(Number(seq)),
+    cursor,
     at: head.at,
     op: head.op,
     kind: head.kind,
@@ -192,23 +252,56 @@ export class LmdbFeed {
     const entries: FeedEntry[] = [];
     if (q.limit <= 0) return { entries };
     const base = `${q.tenant}${SEP}`;
-    let next: string | undefined;
-    for (const { key, value } of this.feed.getRange({ start: base + pad16(after + 1), end: base + END, limit: q.limit * SCAN_FACTOR })) {
-      const seq = key.slice(base.length);
-      next = String(Number(seq));
-      const e = decode(seq, value);
-      if (q.kinds !== undefined && !q.kinds.has(e.kind)) continue;
-      entries.push(e);
-      if (entries.length >= q.limit) break;
+    const { kinds, limit } = q;
+    /** Changes that may still be looked at. */
+    let budget = limit * SCAN_FACTOR;
+    /** The number of the last change looked at. */
+    let last = -1;
+    // Every entry holds at least one change: no more entries than changes are ever needed.
+    for (const { key, value } of this.feed.getRange({ start: base + pad16(after + 1), end: base + END, limit: budget })) {
+      const seq = Number(key.slice(base.length));
+      if (value.charCodeAt(0) !== BLOCK_CODE) {
+        last = seq;
+        budget--;
+        const e = decode(String(seq), value);
+        if (kinds === undefined || kinds.has(e.kind)) entries.push(e);
+        if (entries.length >= limit || budget <= 0) break;
+        continue;
+      }
+      // A block: `@<at> <count>`, then a line a change; its last change is `seq`.
+      const space = value.indexOf(' ');
+      let nl = value.indexOf('\n', space);
+      const at = Number(value.slice(1, space));
+      let n = seq - Number(value.slice(space + 1, nl < 0 ? value.length : nl)) + 1;
+      for (; nl >= 0 && budget > 0 && entries.length < limit; n++) {
+        const end = value.indexOf('\n', nl + 1);
+        if (n > after) {
+          last = n;
+          budget--;
+          const bar = value.indexOf(SEP, nl + 3);
+          const kind = value.slice(nl + 3, bar) as KindSegment;
+          if (kinds === undefined || kinds.has(kind)) {
+            const cursor = String(n);
+            const k = value.slice(bar + 1, end < 0 ? value.length : end);
+            entries.push(
+              value.charCodeAt(nl + 1) === 0x70 // 'p'
+                ? { cursor, at, op: 'put', kind, key: k, lifecycleRank: value.charCodeAt(nl + 2) - 0x30 }
+                : { cursor, at, op: 'delete', kind, key: k },
+            );
+          }
+        }
+        nl = end;
+      }
+      if (entries.length >= limit || budget <= 0) break;
     }
-    return next === undefined ? { entries } : { entries, next };
+    return last < 0 ? { entries } : { entries, next: String(last) };
   }
 
   /**
    * Removes the entries older than `now - retentionMs`, SWEEP_CHUNK in a transaction, and records
    * for each tenant the highest number removed (reads resuming before it are told so). Entries are
    * in the order they were written, so a tenant's scan stops at its first entry young enough.
-   * Returns how many it removed.
+   * Returns how many changes it removed.
    */
   async sweep(now = Date.now()): Promise<number> {
     const cutoff = now - this.retentionMs;
@@ -217,9 +310,11 @@ export class LmdbFeed {
       const base = `${tenant}${SEP}`;
       for (;;) {
         const old: string[] = [];
+        let changes = 0;
         for (const { key, value } of this.feed.getRange({ start: base, end: base + END, limit: SWEEP_CHUNK })) {
-          if (headOf(value).at >= cutoff) break;
+          if (atOf(value) >= cutoff) break;
           old.push(key);
+          changes += countOf(value);
         }
         if (old.length === 0) break;
         const floor = Number(old[old.length - 1]!.slice(base.length));
@@ -228,7 +323,7 @@ export class LmdbFeed {
           const was = Number(this.meta.get(floorKey(tenant)) ?? 0);
           if (floor > was) void this.meta.put(floorKey(tenant), String(floor));
         });
-        removed += old.length;
+        removed += changes;
         if (old.length < SWEEP_CHUNK) break;
       }
     }

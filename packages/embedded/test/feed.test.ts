@@ -203,4 +203,79 @@ describe('embedded change feed', () => {
       { at: 1, key: 'e1' },
     ]);
   });
+
+  it("stores the event log's changes of one index commit as one entry a tenant; reads resume inside it, in order", async () => {
+    const s = openAt(tmp());
+    await putEntity(s, 'trips', 'before', '{}');
+    const mixed: DocumentWrite[] = [];
+    for (let i = 0; i < 10; i++) mixed.push(event(`e${i}`), { ...event(`u${i}`), tenant: 'u' });
+    mixed.push({ op: 'delete', tenant: 't', kind: 'events', key: 'e3' }, event('e3b', undefined, 4));
+    await s.events.write(mixed);
+    await indexed(s);
+    await putEntity(s, 'trips', 'after', '{}');
+    // One LMDB entry for each tenant's changes of that commit, between the units' own.
+    const root = (s.events as unknown as { opts: { root: { openDB(o: object): { getKeys(o: object): Iterable<string> } } } }).opts.root;
+    const keys = [...root.openDB({ name: 'feed', encoding: 'string' }).getKeys({ start: 't|', end: 't|~' })];
+    expect(keys).toHaveLength(3);
+    expect([...root.openDB({ name: 'feed', encoding: 'string' }).getKeys({ start: 'u|', end: 'u|~' })]).toHaveLength(1);
+
+    const all = await readAll(s, { tenant: 't' }, 3);
+    expect(all.map(brief)).toEqual([
+      'put trips before',
+      ...Array.from({ length: 10 }, (_, i) => `put events e${i}`),
+      'delete events e3',
+      'put events e3b',
+      'put trips after',
+    ]);
+    // Numbered one after the other (the other tenant's changes of the commit have the next numbers),
+    // each with its own cursor, rank and time.
+    const seqs = all.map((e) => Number(e.cursor));
+    for (let i = 1; i < 13; i++) expect(seqs[i]).toBe(seqs[i - 1]! + 1);
+    expect(seqs[13]).toBe(seqs[12]! + 11);
+    expect(all[11]).toEqual({ cursor: all[11]!.cursor, at: all[1]!.at, op: 'delete', kind: 'events', key: 'e3' });
+    expect(all[12]).toEqual({ cursor: all[12]!.cursor, at: all[1]!.at, op: 'put', kind: 'events', key: 'e3b', lifecycleRank: 4 });
+    // Resuming after any change gives what follows it, also from inside the entry.
+    for (const i of [0, 1, 5, 10, 11, 12]) {
+      const page = await s.entities.feed.read({ tenant: 't', after: all[i]!.cursor, limit: 2 });
+      expect(page.entries.map(brief), `after ${i}`).toEqual(all.slice(i + 1, i + 3).map(brief));
+      expect(page.next).toBe(all[Math.min(i + 2, all.length - 1)]!.cursor);
+    }
+    // Kinds are filtered inside it (the test above: at most 20 changes looked at for each asked for).
+    const trips = await s.entities.feed.read({ tenant: 't', kinds: new Set(['trips']), after: all[0]!.cursor, limit: 1 });
+    expect(trips.entries.map(brief)).toEqual(['put trips after']);
+    // The other tenant's entry holds its changes only, numbered among the others.
+    expect((await readAll(s, { tenant: 'u' })).map(brief)).toEqual(Array.from({ length: 10 }, (_, i) => `put events u${i}`));
+    expect(await s.entities.feed.head('t')).toBe(all.at(-1)!.cursor);
+  });
+
+  it('keeps a change whose key a block cannot hold as an entry of its own, in its place', async () => {
+    const s = openAt(tmp());
+    await s.events.write([event('a'), event('b\nc'), event('d')]);
+    await indexed(s);
+    const all = await readAll(s);
+    expect(all.map((e) => e.key)).toEqual(['a', 'b\nc', 'd']);
+    expect(all.map((e) => e.cursor)).toEqual(['1', '2', '3']);
+  });
+
+  it("removes a commit's changes together when they are older than the retention, counting each", async () => {
+    const dir = tmp();
+    const s = openAt(dir, { feedRetentionMs: 60_000 });
+    await s.events.write(Array.from({ length: 5 }, (_, i) => event(`e${i}`)));
+    await indexed(s);
+    const cutoff = Date.now();
+    await new Promise((r) => setTimeout(r, 5));
+    await s.events.write([event('late')]);
+    await indexed(s);
+    const before = await readAll(s);
+    expect(await s.sweepFeed(cutoff + 60_001)).toBe(5);
+    expect((await readAll(s)).map((e) => e.key)).toEqual(['late']);
+    // A cursor inside what was removed is expired; at its last change, not.
+    await expect(s.entities.feed.read({ tenant: 't', after: before[3]!.cursor, limit: 1 })).rejects.toMatchObject({ status: 410 });
+    expect((await s.entities.feed.read({ tenant: 't', after: before[4]!.cursor, limit: 1 })).entries.map((e) => e.key)).toEqual(['late']);
+    await closeIt(s);
+    // Numbers go on from the largest after a reopen.
+    const again = openAt(dir, { feedRetentionMs: 60_000 });
+    await putEntity(again, 'trips', 'x', '{}');
+    expect((await readAll(again)).map((e) => e.cursor)).toEqual(['6', '7']);
+  });
 });

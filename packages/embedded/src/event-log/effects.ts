@@ -9,9 +9,10 @@
  * with another time or vehicle moves it, a delete removes it. Event time rather than the time of
  * the change, unlike the entity store's lists (whose events, update and association events, stay
  * at the time of their unit): so one entry serves both a vehicle's list and its track, which is in
- * event time order. Every LMDB operation costs a few µs of CPU (its commit included) and ingest
- * makes thousands a second, so an event gets as few as can be, with short string keys and small
- * binary values (no JSON, nothing to format or parse but the numbers):
+ * event time order. Every LMDB operation costs a µs or more of CPU (its commit included) and ingest
+ * makes thousands a second, so an event gets as few as can be, with string keys that LMDB compares
+ * with memcmp (`keyCodecOf`) and small binary values (no JSON, nothing to format or parse but the
+ * numbers):
  *
  * - `event-time`: `tenant|<time as 15 digits>|<eventKey>` -> its rank (one byte). The list of all
  *   the tenant's events (facet `''`).
@@ -30,11 +31,12 @@
  * at ingest, for lists seldom asked for. An event without a vehicle has its `event-time` entry only.
  *
  * When the event store keeps the telemetry effects (`telemetry`: beside the embedded entity store),
- * also a feed entry for every put and delete (feed.ts: no document, the log has it) and the
- * vehicles' latest positions (positions.ts: the newest point of each vehicle among the changes of a
- * transaction, written only when newer than the stored one: a read and at most a write a vehicle,
- * not an event). A delete leaves the latest position as it is: it is where the vehicle was last
- * seen, and the events before it are not looked at again.
+ * also a feed entry for every put and delete (feed.ts: no document, the log has it; each tenant's
+ * of one transaction stored together, as one block: one LMDB write a transaction, not one an event)
+ * and the vehicles' latest positions (positions.ts: the newest point of each vehicle among the
+ * changes of a transaction, written only when newer than the stored one: a read and at most a write
+ * a vehicle, not an event). A delete leaves the latest position as it is: it is where the vehicle
+ * was last seen, and the events before it are not looked at again.
  *
  * The document is parsed once, when the write is encoded (or the record replayed), unless its value
  * is at hand (a bulk write's events come as text only); only the few facts these need are kept
@@ -232,17 +234,76 @@ function recordValue(time: number, vehicle: string): Buffer {
   const b = vehicle.length <= 40 ? recordScratch : Buffer.allocUnsafe(8 + Buffer.byteLength(vehicle));
   b.writeDoubleLE(time, 0);
   const end = 8 + b.write(vehicle, 8, 'utf8');
-  return b === recordScratch ? b.subarray(0, end) : b;
+  return b === recordScratch ? (recordViews[end] ??= b.subarray(0, end)) : b;
 }
 /** Up to 40 characters of UTF-8 (a storage key has 36). */
 const recordScratch = Buffer.allocUnsafeSlow(8 + 3 * 40);
+/** Views of `recordScratch` by length, made once: values are read through them, nothing allocated a put. */
+const recordViews: Buffer[] = [];
 
 const NO_OVERWRITE = { noOverwrite: true } as const;
+
+/** lmdb-js's key encoding (ordered-binary) of the strings of a database, as its database objects carry it. */
+export interface KeyCodec {
+  writeKey(key: unknown, target: Uint8Array, position: number): number;
+  readKey(buffer: Uint8Array, start: number, end: number): unknown;
+}
+
+/** Node's Buffer writes UTF-8 natively (as ordered-binary does for long strings). */
+type Utf8Target = Uint8Array & { utf8Write?: (s: string, offset: number) => number };
+
+/**
+ * The key encoding to open the event log's databases with: the bytes of lmdb-js's own
+ * (ordered-binary, as ever), given as the database's `keyEncoder`, for two reasons.
+ *
+ * - LMDB's comparator. lmdb-js gives a database whose keys it encodes itself a comparator of its
+ *   own that compares four bytes at a time; one opened with a key encoder keeps LMDB's, a memcmp.
+ *   These keys are long and share long prefixes (tenant, vehicle, the time's digits, ids of one
+ *   sender), so a put's descent through the B-tree was mostly key comparisons. Both comparators
+ *   order the bytes of strings alike (bytewise, a prefix first: ordered-binary writes no 0 byte of
+ *   its own into a string), so databases written before are read and written as they are.
+ * - A string of fewer than 64 characters is written by ordered-binary a character at a time in
+ *   JavaScript (to escape those below 5 and encode the others). These keys are ASCII without such
+ *   characters: written natively, then looked at; any other string is left to ordered-binary.
+ *
+ * Together they took about a quarter of the CPU of an event off the event store (bench/diag/bulk/
+ * README.md). Undefined when the root does not carry lmdb-js's functions: the databases are then
+ * opened as before. A handle of these databases opened without it (a tool, a test) gives them
+ * lmdb-js's comparator back until the environment is closed: slower, in the same order.
+ */
+export function keyCodecOf(root: RootDatabase): KeyCodec | undefined {
+  const { writeKey, readKey } = root as unknown as Partial<KeyCodec>;
+  if (typeof writeKey !== 'function' || typeof readKey !== 'function') return undefined;
+  return {
+    writeKey(key: unknown, target: Utf8Target, position: number): number {
+      // ordered-binary escapes a first character below 28, and writes strings of 64 and more natively.
+      if (typeof key !== 'string' || key.length >= 64 || !(key.charCodeAt(0) >= 28) || target.utf8Write === undefined) {
+        return writeKey(key, target, position);
+      }
+      const end = position + target.utf8Write(key, position);
+      // More bytes than characters: not ASCII. A byte below 5: a character ordered-binary escapes.
+      if (end - position !== key.length) return writeKey(key, target, position);
+      for (let i = position; i < end; i++) if (target[i]! < 5) return writeKey(key, target, position);
+      return end;
+    },
+    readKey,
+  };
+}
+
+/** Options of a database of the event log: binary values, string keys (`keyCodecOf`). */
+export const binaryDb = (name: string, keys: KeyCodec | undefined) =>
+  keys === undefined ? { name, encoding: 'binary' as const } : { name, encoding: 'binary' as const, keyEncoder: keys };
 
 /** `event-vehicle` entries read from LMDB in one go (a fresh read transaction each; none is held between). */
 const TRACK_CHUNK = 512;
 
 type Bin = Database<Buffer, string>;
+
+/** One tenant's changes in an index transaction, and the newest track point of each of its vehicles among them. */
+interface TenantChanges {
+  readonly changes: EventChange[];
+  newest: Map<string, EventPut> | undefined;
+}
 
 export interface TelemetryEffects {
   readonly seq: FeedSeq;
@@ -259,7 +320,8 @@ export class EventEffects {
     /** Feed entries and latest positions, when this store keeps them. */
     private readonly telemetry: TelemetryEffects | undefined,
   ) {
-    const open = (name: string) => root.openDB<Buffer, string>({ name, encoding: 'binary' });
+    const keys = keyCodecOf(root);
+    const open = (name: string) => root.openDB<Buffer, string>(binaryDb(name, keys));
     this.byTime = open('event-time');
     this.byVehicle = open('event-vehicle');
     this.records = open('event-records');
@@ -271,39 +333,48 @@ export class EventEffects {
    */
   apply(changes: Iterable<EventChange>, now = Date.now()): Fix[] {
     const seq = this.telemetry?.seq;
-    /** The newest track point of each vehicle among the changes (`tenant|vehicle`). */
-    let newest: Map<string, EventPut> | undefined;
+    /**
+     * Each tenant's changes, in order, for its feed block (feed.ts: one LMDB write, not one a
+     * change), and the newest track point of each of its vehicles among them.
+     */
+    let tenants: Map<string, TenantChanges> | undefined;
+    let tenant: string | undefined;
+    let of: TenantChanges | undefined;
     for (const c of changes) {
       if (c.kind === 'events') this.place(c);
       if (seq === undefined) continue;
-      if (c.op === 'delete') {
-        seq.appendChange(c.tenant, now, 'delete', c.kind, c.key, 0);
-        continue;
+      if (c.tenant !== tenant) {
+        tenants ??= new Map();
+        tenant = c.tenant;
+        of = tenants.get(tenant);
+        if (of === undefined) tenants.set(tenant, (of = { changes: [], newest: undefined }));
       }
-      seq.appendChange(c.tenant, now, 'put', c.kind, c.key, c.rank);
-      if (!c.located) continue;
-      newest ??= new Map();
-      const k = `${c.tenant}${SEP}${c.vehicle}`;
-      const had = newest.get(k);
+      of!.changes.push(c);
+      if (c.op === 'delete' || !c.located) continue;
+      const newest = (of!.newest ??= new Map<string, EventPut>());
+      const had = newest.get(c.vehicle);
       // Not older, as positions.ts `isNewerFix`: a later version of the same event replaces the earlier.
-      if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(k, c);
+      if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(c.vehicle, c);
     }
-    if (seq === undefined) return [];
-    seq.save();
-    if (newest === undefined) return [];
+    if (seq === undefined || tenants === undefined) return [];
     const fixes: Fix[] = [];
-    for (const c of newest.values()) {
-      fixes.push({
-        tenant: c.tenant,
-        vehicle: c.vehicle,
-        time: c.time,
-        lat: c.lat!,
-        lon: c.lon!,
-        speedKmh: c.speedKmh,
-        heading: c.heading,
-        eventKey: c.key,
-      });
+    for (const [t, { changes: list, newest }] of tenants) {
+      seq.appendChanges(t, now, list);
+      for (const c of newest?.values() ?? []) {
+        fixes.push({
+          tenant: c.tenant,
+          vehicle: c.vehicle,
+          time: c.time,
+          lat: c.lat!,
+          lon: c.lon!,
+          speedKmh: c.speedKmh,
+          heading: c.heading,
+          eventKey: c.key,
+        });
+      }
     }
+    seq.save();
+    if (fixes.length === 0) return [];
     return this.telemetry!.positions.offer(fixes);
   }
 

@@ -54,11 +54,15 @@ const INDEX_DELAY_MS = 50;
 const INDEX_BATCH = 20_000;
 /**
  * Most changes in one transaction. Its callback runs on the event loop and records each change's
- * list entries and feed entry besides (effects.ts: five LMDB writes of 3-4 µs each a location
- * event, its index entry included), so a burst of 20,000 in one callback would hold every answer
- * up for about half a second.
+ * list entries besides (effects.ts: four LMDB writes a location event, its index entry included,
+ * about 5 µs of CPU together; the feed entries and latest positions once a transaction), so a burst
+ * of 20,000 in one callback would hold every answer up for about a tenth of a second; 2,500 hold
+ * them up for about 12 ms, as 1,000 did before the feed blocks and the key codec (effects.ts
+ * keyCodecOf). Fewer a transaction cost more an event: each commit copies and writes again the
+ * pages every vehicle's entries end on (1,000 took about 0.7 µs more an event than 2,500 with 64
+ * vehicles; bench/diag/bulk/README.md).
  */
-const INDEX_CHUNK = 1_000;
+export const INDEX_CHUNK = 2_500;
 
 /**
  * An index value: u32 segment, u32 offset, u32 length, u32 generation. Into `b` when given: only

@@ -41,7 +41,7 @@ import {
 } from '@otm/core';
 import { prefixOf, ranksToTry } from '../keys.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
-import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
+import { EventEffects, binaryDb, keyCodecOf, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
 import { IndexEntry, IndexWriter, type IndexOp } from './index-writer.js';
 import { eventLogRecords } from './metrics.js';
@@ -89,7 +89,8 @@ export class LogEventStore implements EventStore {
   private closed = false;
 
   constructor(private readonly opts: EventLogOptions) {
-    this.index = opts.root.openDB<Buffer, string>({ name: 'event-index', encoding: 'binary' });
+    // Keys encoded as lmdb-js encodes strings, compared with LMDB's memcmp (effects.ts keyCodecOf).
+    this.index = opts.root.openDB<Buffer, string>(binaryDb('event-index', keyCodecOf(opts.root)));
     this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
     this.keepsTelemetryEffects = opts.telemetryEffects !== undefined;
     this.effects = new EventEffects(opts.root, opts.telemetryEffects);

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { DocumentWrite, FeedEntry, LatestPosition, ListScan, TrackPoint, TrackScan } from '@otm/core';
-import { decodeVehicleEntry } from '../../src/event-log/effects.js';
+import { decodeVehicleEntry, keyCodecOf } from '../../src/event-log/effects.js';
+import { INDEX_CHUNK } from '../../src/event-log/index-writer.js';
 import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
@@ -426,7 +427,8 @@ describe('event log tracks, lists, positions and feed', () => {
   it('commits a large write in several transactions, each with its checkpoint: a crash between them replays only the rest', async () => {
     const dir = tmp();
     const s = openAt(dir, { warn: () => {} });
-    const n = 2_500;
+    // Three transactions.
+    const n = 2 * INDEX_CHUNK + 500;
     // The first index transaction commits; the ones after it are lost (the process dies), in order.
     const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
     const real = root.childTransaction.bind(root);
@@ -447,7 +449,7 @@ describe('event log tracks, lists, positions and feed', () => {
     expect(new Set(changes.map((e) => e.key)).size).toBe(n);
     expect(keysOf(await track(again))).toEqual(Array.from({ length: n }, (_, i) => k(i)));
     expect(await again.events.list({ tenant: 't', kind: 'events', facet: `vehicle=${V1}`, limit: 10_000 })).toHaveLength(n);
-    for (const i of [0, 999, 1000, 2499])
+    for (const i of [0, INDEX_CHUNK - 1, INDEX_CHUNK, n - 1])
       expect(JSON.parse((await again.events.get('t', 'events', k(i)))!.json)).toMatchObject({ id: k(i) });
   });
 
@@ -465,5 +467,50 @@ describe('event log tracks, lists, positions and feed', () => {
     expect((await track(again)).map((p) => [p.key, p.time])).toEqual([['a', T0 + 3000]]);
     expect(keysOf(await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 }))).toEqual(['a']);
     expect((await again.entities.positions.positions('t')).map((p) => p.eventKey)).toEqual(['a']);
+  });
+
+  it("encodes keys as lmdb-js does (ordered-binary), byte for byte, and reads them back; a database either way reads the other's", async () => {
+    const dir = tmp();
+    const strings = [
+      't|events|00000000-0000-4000-8000-0000000000a1|4',
+      't|001735689600000|e001',
+      `acme|${V1}|001735689600000|${'f'.repeat(36)}`,
+      'x'.repeat(63),
+      'x'.repeat(64),
+      '',
+      'a\u0003b|k',
+      '\u001bx|k',
+      '~',
+      'café|k',
+      'truck 🚚|k',
+      'lone \ud800 surrogate',
+      `${'x'.repeat(62)}\u0001`,
+    ];
+    await withLmdb(dir, (root) => {
+      const codec = keyCodecOf(root)!;
+      const theirs = root as unknown as {
+        writeKey(k: unknown, t: Buffer, p: number): number;
+        readKey(b: Buffer, s: number, e: number): unknown;
+      };
+      expect(codec).toBeDefined();
+      for (const key of strings) {
+        const a = Buffer.alloc(512);
+        const b = Buffer.alloc(512);
+        const end = codec.writeKey(key, a, 0);
+        expect(a.subarray(0, end), key).toEqual(b.subarray(0, theirs.writeKey(key, b, 0)));
+        expect(codec.readKey(a, 0, end)).toBe(theirs.readKey(b, 0, end));
+      }
+      // A database written through lmdb-js's own encoding is read in order through the codec, and
+      // the other way round (the same bytes, compared alike).
+      const ordered = [...strings].filter((k) => k !== '').sort((x, y) => Buffer.from(x).compare(Buffer.from(y)));
+      const mine = root.openDB<Buffer, string>({ name: 'mine', encoding: 'binary', keyEncoder: codec } as object);
+      for (const k of strings) if (k !== '') mine.putSync(k, Buffer.from([1]));
+      expect([...mine.getKeys()].filter((k) => !k.includes('\ud800'))).toEqual(ordered.filter((k) => !k.includes('\ud800')));
+    });
+    await withLmdb(dir, (root) => {
+      const theirs = root.openDB<Buffer, string>({ name: 'mine', encoding: 'binary' });
+      expect([...theirs.getKeys()]).toHaveLength(strings.length - 1);
+      for (const k of strings) if (k !== '' && !k.includes('\ud800')) expect(theirs.get(k), k).toEqual(Buffer.from([1]));
+    });
   });
 });
