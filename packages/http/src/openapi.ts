@@ -5,10 +5,164 @@
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
 import { ANSWER_TYPES, LIST_FILTERS } from '@otm/core';
-import { KINDS, MODEL } from '@otm/model';
+import { KINDS, MODEL, type KindSegment } from '@otm/model';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
-const json = (schema: unknown) => ({ 'application/json': { schema } });
+const json = (schema: unknown, example?: unknown) => ({ 'application/json': example === undefined ? { schema } : { schema, example } });
+
+/*
+ * The shape of this document: the model's schemas (MODEL.schemas; 193 with ours) form one
+ * recursive web. A vehicle has `contextEvents` (events), an event names vehicles, trips, actions,
+ * locations, actors, ...: 114 schemas reach one another, 180 are reachable from any kind's. The
+ * paths through `$ref`s from `vehicle` that never repeat a schema number 20 of one `$ref`, 25 of
+ * two, then 155, 198, 932, 1293, 6561 of seven, ... more than 50 million in all. That is valid
+ * OpenAPI 3.1 and what the model says, but a tool that inlines every `$ref` along every such path,
+ * as Swagger UI's 3.1 resolver does when an operation is opened, does not finish: opening
+ * GET /api/v5/vehicles/{UUID} kept the docs page busy for minutes. The docs page resolves it
+ * another way (services/otm/src/web.ts), and the requests and answers that carry the kinds'
+ * documents have an `example` (one valid document of each kind, below;
+ * services/otm/test/openapi.test.ts checks them with the model's validator), which Swagger UI
+ * shows and sends rather than a sample it would generate from the schema.
+ */
+const EXAMPLE_IDS = {
+  vehicle: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a01',
+  route: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a02',
+  sensor: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a03',
+  location: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a04',
+  actor: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a05',
+  consignment: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a06',
+  trip: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a07',
+  event: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a08',
+  action: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a09',
+  goods: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0a',
+  document: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0b',
+  transportOrder: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0c',
+  constraint: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0d',
+  secondStop: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0e',
+  secondLocation: '0b6b7f3e-5c1d-4a8e-9f11-2a7c0d5e9a0f',
+} as const;
+const point = (lat: number, lon: number) => ({ type: 'latLonPointGeoReference', lat, lon });
+const refTo = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+const goodsExample = {
+  entityType: 'goods',
+  type: 'items',
+  id: EXAMPLE_IDS.goods,
+  description: 'Tiles, 60x60',
+  quantity: 12,
+  grossWeight: { value: 9600, unit: 'kg' },
+};
+
+/** One document of each kind, valid per the model: the examples of the docs page. */
+const KIND_EXAMPLES: Readonly<Record<KindSegment, Record<string, unknown>>> = {
+  vehicles: {
+    entityType: 'vehicle',
+    id: EXAMPLE_IDS.vehicle,
+    name: 'Truck 17',
+    vehicleType: 'tractor',
+    licensePlate: 'BX-123-Z',
+    fuels: [{ fuelType: 'diesel', averageConsumption: { value: 28.5, unit: 'l' } }],
+    emptyWeight: { value: 7800, unit: 'kg' },
+  },
+  routes: {
+    entityType: 'route',
+    id: EXAMPLE_IDS.route,
+    name: 'A28',
+    geoReference: {
+      type: 'latLonArrayGeoReference',
+      points: [
+        { lat: 52.09, lon: 5.12 },
+        { lat: 52.51, lon: 6.09 },
+      ],
+    },
+  },
+  sensors: { entityType: 'sensor', id: EXAMPLE_IDS.sensor, name: 'Reefer temperature', sensorType: 'temperature' },
+  locations: {
+    entityType: 'location',
+    id: EXAMPLE_IDS.location,
+    name: 'Depot Utrecht',
+    type: 'warehouse',
+    geoReference: point(52.09, 5.12),
+  },
+  actors: { entityType: 'actor', id: EXAMPLE_IDS.actor, type: 'company', name: 'Fast Freight BV' },
+  consignments: {
+    entityType: 'consignment',
+    id: EXAMPLE_IDS.consignment,
+    name: 'Order 4711',
+    status: 'confirmed',
+    goods: [{ associationType: 'inline', entity: goodsExample }],
+  },
+  trips: {
+    entityType: 'trip',
+    id: EXAMPLE_IDS.trip,
+    name: 'Utrecht - Zwolle',
+    status: 'confirmed',
+    vehicle: refTo('vehicle', EXAMPLE_IDS.vehicle),
+    actions: [
+      {
+        associationType: 'inline',
+        entity: {
+          actionType: 'stop',
+          id: EXAMPLE_IDS.action,
+          lifecycle: 'planned',
+          sequenceNr: 1,
+          location: refTo('location', EXAMPLE_IDS.location),
+          startTime: '2026-11-23T06:00:00Z',
+          endTime: '2026-11-23T06:30:00Z',
+        },
+      },
+      {
+        associationType: 'inline',
+        entity: {
+          actionType: 'stop',
+          id: EXAMPLE_IDS.secondStop,
+          lifecycle: 'planned',
+          sequenceNr: 2,
+          location: {
+            associationType: 'inline',
+            entity: { entityType: 'location', id: EXAMPLE_IDS.secondLocation, name: 'Customer Zwolle', geoReference: point(52.51, 6.09) },
+          },
+          startTime: '2026-11-23T08:00:00Z',
+        },
+      },
+    ],
+  },
+  events: {
+    eventType: 'locationUpdateEvent',
+    id: EXAMPLE_IDS.event,
+    lifecycle: 'actual',
+    creationDate: '2026-11-23T06:41:12Z',
+    geoReference: point(52.2, 5.4),
+    vehicle: refTo('vehicle', EXAMPLE_IDS.vehicle),
+  },
+  actions: {
+    actionType: 'stop',
+    id: EXAMPLE_IDS.action,
+    lifecycle: 'planned',
+    sequenceNr: 1,
+    location: refTo('location', EXAMPLE_IDS.location),
+    startTime: '2026-11-23T06:00:00Z',
+    endTime: '2026-11-23T06:30:00Z',
+  },
+  goods: goodsExample,
+  documents: {
+    entityType: 'document',
+    id: EXAMPLE_IDS.document,
+    name: 'Proof of delivery',
+    mimeType: 'application/pdf',
+    content: { contentType: 'link', uri: 'https://files.example/pod/4711.pdf' },
+  },
+  transportOrders: {
+    entityType: 'transportOrder',
+    id: EXAMPLE_IDS.transportOrder,
+    name: 'Transport order 4711',
+    consignments: [refTo('consignment', EXAMPLE_IDS.consignment)],
+  },
+  constraints: {
+    entityType: 'constraint',
+    id: EXAMPLE_IDS.constraint,
+    value: { type: 'timeWindowConstraint', startTime: '2026-11-23T06:00:00Z', endTime: '2026-11-23T10:00:00Z' },
+  },
+};
 const errorAnswer = (description: string) => ({ description, content: json(ref('errorItems')) });
 
 const intHeader = (description: string) => ({ description, schema: { type: 'integer', minimum: 0 } });
@@ -99,6 +253,7 @@ export function openApiDocument(): Record<string, unknown> {
   };
   for (const k of KINDS) {
     const name = capital(k.entityType);
+    const example = KIND_EXAMPLES[k.segment];
     paths[`/api/v5/${k.segment}`] = {
       get: {
         operationId: `list${name}s`,
@@ -110,7 +265,10 @@ export function openApiDocument(): Record<string, unknown> {
         tags: [k.label, 'Extensions'],
         parameters: [...listParameters, ...LIST_FILTERS[k.segment].map((f) => filterParameter(f))],
         responses: {
-          '200': { description: 'A page, and the path of the next one (null on the last page)', content: json(pageOf(ref(k.schema))) },
+          '200': {
+            description: 'A page, and the path of the next one (null on the last page)',
+            content: json(pageOf(ref(k.schema)), { items: [example], next: null }),
+          },
           '400': { description: 'An unknown query parameter or a bad value, named in `field`', content: json(ref('clientError')) },
           ...common,
         },
@@ -120,12 +278,12 @@ export function openApiDocument(): Record<string, unknown> {
         operationId: MODEL.kinds[k.segment]?.operationId ?? `create${name}`,
         summary: `Add (or replace) a ${k.label.toLowerCase()}; the id is generated when absent`,
         tags: [k.label],
-        requestBody: { required: true, content: json(ref(k.schema)) },
+        requestBody: { required: true, content: json(ref(k.schema), example) },
         responses: {
           '200': {
             description:
               'The entity as stored (Location header: its path). A telemetry event sent as plain JSON (see the bulk extension) is stored and answered as the bytes sent; any other document as its re-encoded JSON.',
-            content: json(ref(k.schema)),
+            content: json(ref(k.schema), example),
           },
           '400': { description: 'Malformed JSON or a document that does not follow the model', content: json(ref('clientError')) },
           ...common,
@@ -155,7 +313,7 @@ export function openApiDocument(): Record<string, unknown> {
           },
         ],
         responses: {
-          '200': { description: 'The entity (its latest lifecycle unless asked)', content: json(ref(k.schema)) },
+          '200': { description: 'The entity (its latest lifecycle unless asked)', content: json(ref(k.schema), example) },
           '400': { description: 'A malformed UUID or query', content: json(ref('clientError')) },
           '404': errorAnswer('No such entity for this tenant'),
           ...common,
@@ -189,7 +347,7 @@ export function openApiDocument(): Record<string, unknown> {
         requestBody: {
           required: true,
           content: {
-            'application/json': { schema: { type: 'array', items: ref(k.schema) } },
+            'application/json': { schema: { type: 'array', items: ref(k.schema) }, example: [example] },
             'application/x-ndjson': { schema: { type: 'string', description: 'one document per line' } },
           },
         },
@@ -270,7 +428,7 @@ export function openApiDocument(): Record<string, unknown> {
         '200': {
           description: 'The track',
           content: {
-            'application/json': { schema: pageOf(ref('event')) },
+            'application/json': { schema: pageOf(ref('event')), example: { items: [KIND_EXAMPLES.events], next: null } },
             'application/geo+json': { schema: { type: 'object' } },
             'application/gpx+xml': { schema: { type: 'string' } },
             'text/csv': { schema: { type: 'string', description: 'time,lat,lon,speed_kmh,heading,event_id' } },
