@@ -30,7 +30,8 @@ async function openOperation(page: Page, id: string): Promise<{ op: Locator; ms:
   const started = Date.now();
   await op.locator('.opblock-summary').first().click({ timeout: LIVENESS_MS });
   await op.locator('.responses-table').first().waitFor({ timeout: LIVENESS_MS });
-  await page.evaluate(() => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0))));
+  // The page's next frame, then its next task: the opened operation is drawn.
+  await page.evaluate('new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)))');
   return { op, ms: Date.now() - started };
 }
 

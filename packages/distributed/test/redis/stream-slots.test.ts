@@ -50,7 +50,7 @@ describe.skipIf(!enabled)('RedisStreamSlots', () => {
     // Redis's clock; the key expires with its longest-lived member.
     const raw = a.client;
     expect(await raw.zcard(`${prefix}:ss:{token-1}`)).toBe(3);
-    const [, score] = await raw.zrange(`${prefix}:ss:{token-1}`, 0, 0, 'WITHSCORES');
+    const [, score] = await raw.zrange(`${prefix}:ss:{token-1}`, '0', '0', 'WITHSCORES');
     const [seconds, micros] = await raw.time();
     const now = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
     expect(Number(score) - now).toBeGreaterThan(25_000);

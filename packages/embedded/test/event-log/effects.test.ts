@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { DocumentWrite, FeedEntry, LatestPosition, ListScan, TrackPoint, TrackScan } from '@otm/core';
-import { decodeVehicleEntry, keyCodecOf } from '../../src/event-log/effects.js';
+import { binaryDb, decodeVehicleEntry, keyCodecOf } from '../../src/event-log/effects.js';
 import { INDEX_CHUNK } from '../../src/event-log/index-writer.js';
 import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
 
@@ -503,7 +503,7 @@ describe('event log tracks, lists, positions and feed', () => {
       // A database written through lmdb-js's own encoding is read in order through the codec, and
       // the other way round (the same bytes, compared alike).
       const ordered = [...strings].filter((k) => k !== '').sort((x, y) => Buffer.from(x).compare(Buffer.from(y)));
-      const mine = root.openDB<Buffer, string>({ name: 'mine', encoding: 'binary', keyEncoder: codec } as object);
+      const mine = root.openDB<Buffer, string>(binaryDb('mine', codec));
       for (const k of strings) if (k !== '') mine.putSync(k, Buffer.from([1]));
       expect([...mine.getKeys()].filter((k) => !k.includes('\ud800'))).toEqual(ordered.filter((k) => !k.includes('\ud800')));
     });
