@@ -195,22 +195,72 @@ function countOf(raw: string): number {
 /** When the changes of a stored entry were made: a change's `at`, or a block's. */
 const atOf = (raw: string): number => (raw.charCodeAt(0) === BLOCK_CODE ? Number(raw.slice(1, raw.indexOf(' '))) : headOf(raw).at);
 
+/**
+ * The head of a stored change as `headText` writes it, `{"at":N,"op":"O","kind":"K","key":"...","rank":R}`,
+ * read without JSON.parse (the entity store's changes are read one entry each, and the parse cost
+ * more than the rest of the read); undefined for a line of any other shape, which JSON.parse then
+ * reads. The key's text needs no unescaping unless it holds a backslash: JSON.stringify escapes
+ * every quote of it, so the members' separators are never found inside it.
+ */
+function quickHead(raw: string, end: number): FeedChange | undefined {
+  if (!raw.startsWith('{"at":') || raw.charCodeAt(end - 1) !== 0x7d) return undefined;
+  const opAt = raw.indexOf(',"op":"', 6);
+  const kindAt = opAt < 0 ? -1 : raw.indexOf('","kind":"', opAt + 7);
+  const keyAt = kindAt < 0 ? -1 : raw.indexOf('","key":"', kindAt + 10);
+  const rankAt = keyAt < 0 ? -1 : raw.lastIndexOf(',"rank":', end);
+  if (rankAt <= keyAt + 9 || raw.charCodeAt(rankAt - 1) !== 0x22) return undefined;
+  const op = raw.slice(opAt + 7, kindAt);
+  const at = Number(raw.slice(6, opAt));
+  const rank = Number(raw.slice(rankAt + 8, end - 1));
+  if ((op !== 'put' && op !== 'delete') || !Number.isFinite(at) || !Number.isInteger(rank)) return undefined;
+  const quoted = raw.slice(keyAt + 8, rankAt);
+  const key = quoted.includes('\\') ? (JSON.parse(quoted) as string) : quoted.slice(1, -1);
+  return { at, op, kind: raw.slice(kindAt + 10, keyAt) as KindSegment, key, rank };
+}
+
 /** A stored change (not a block) with its cursor, the number it is stored under. */
 function decode(cursor: string, raw: string): FeedEntry {
   const nl = raw.indexOf('\n');
-  const head = headOf(raw);
-  return {
-    cursor,
-    at: head.at,
-    op: head.op,
-    kind: head.kind,
-    key: head.key,
-    ...(head.op === 'put' ? { lifecycleRank: head.rank } : {}),
-    ...(nl < 0 ? {} : { doc: raw.slice(nl + 1) }),
-  };
+  const head = quickHead(raw, nl < 0 ? raw.length : nl) ?? headOf(raw);
+  const e: { -readonly [K in keyof FeedEntry]: FeedEntry[K] } = { cursor, at: head.at, op: head.op, kind: head.kind, key: head.key };
+  if (head.op === 'put') e.lifecycleRank = head.rank;
+  if (nl >= 0) e.doc = raw.slice(nl + 1);
+  return e;
 }
 
+/** What a read has gathered so far (LmdbFeed.read, scanBlock). */
+interface Scan {
+  readonly after: number;
+  readonly kinds: ReadonlySet<KindSegment> | undefined;
+  readonly limit: number;
+  readonly entries: FeedEntry[];
+  /** Changes that may still be looked at. */
+  budget: number;
+  /** The number of the last change looked at. */
+  last: number;
+  /** The kind of the last change of a block looked at. */
+  kind: string;
+}
+
+/**
+ * Where a read stopped inside a block: the block (its last number, its first, its text) and the
+ * line of the first change it did not look at (`n`, starting at offset `nl`).
+ */
+interface BlockMark {
+  readonly seq: number;
+  readonly first: number;
+  readonly value: string;
+  readonly n: number;
+  readonly nl: number;
+}
+
+/** Most tenants whose last block read is kept (`LmdbFeed.marks`). */
+const MARKS_MAX = 16;
+
 export class LmdbFeed {
+  /** By tenant: the block its last read stopped inside of, and where (see `scanBlock`). */
+  private readonly marks = new Map<string, BlockMark>();
+
   constructor(
     private readonly root: RootDatabase,
     private readonly feed: Str,
@@ -252,49 +302,81 @@ export class LmdbFeed {
     const entries: FeedEntry[] = [];
     if (q.limit <= 0) return { entries };
     const base = `${q.tenant}${SEP}`;
-    const { kinds, limit } = q;
-    /** Changes that may still be looked at. */
-    let budget = limit * SCAN_FACTOR;
-    /** The number of the last change looked at. */
-    let last = -1;
+    const { limit } = q;
     // Every entry holds at least one change: no more entries than changes are ever needed.
-    for (const { key, value } of this.feed.getRange({ start: base + pad16(after + 1), end: base + END, limit: budget })) {
-      const seq = Number(key.slice(base.length));
-      if (value.charCodeAt(0) !== BLOCK_CODE) {
-        last = seq;
-        budget--;
-        const e = decode(String(seq), value);
-        if (kinds === undefined || kinds.has(e.kind)) entries.push(e);
-        if (entries.length >= limit || budget <= 0) break;
-        continue;
-      }
-      // A block: `@<at> <count>`, then a line a change; its last change is `seq`.
-      const space = value.indexOf(' ');
-      let nl = value.indexOf('\n', space);
-      const at = Number(value.slice(1, space));
-      let n = seq - Number(value.slice(space + 1, nl < 0 ? value.length : nl)) + 1;
-      for (; nl >= 0 && budget > 0 && entries.length < limit; n++) {
-        const end = value.indexOf('\n', nl + 1);
-        if (n > after) {
-          last = n;
-          budget--;
-          const bar = value.indexOf(SEP, nl + 3);
-          const kind = value.slice(nl + 3, bar) as KindSegment;
-          if (kinds === undefined || kinds.has(kind)) {
-            const cursor = String(n);
-            const k = value.slice(bar + 1, end < 0 ? value.length : end);
-            entries.push(
-              value.charCodeAt(nl + 1) === 0x70 // 'p'
-                ? { cursor, at, op: 'put', kind, key: k, lifecycleRank: value.charCodeAt(nl + 2) - 0x30 }
-                : { cursor, at, op: 'delete', kind, key: k },
-            );
-          }
-        }
-        nl = end;
-      }
-      if (entries.length >= limit || budget <= 0) break;
+    const scan: Scan = { after, kinds: q.kinds, limit, entries, budget: limit * SCAN_FACTOR, last: -1, kind: '' };
+    let from = after + 1;
+    // The block the tenant's last read stopped inside of, when this read resumes in it: its text is
+    // at hand, and where that read stopped. Blocks never change; one that retention removed since
+    // is not resumed in, as it ends at or before the floor, which a cursor must be past (checked
+    // above); a read without a cursor starts from the oldest change kept, looked up.
+    const mark = q.after === undefined ? undefined : this.marks.get(q.tenant);
+    if (mark !== undefined && mark.first <= from && from <= mark.seq) {
+      const resume = mark.n <= from;
+      this.scanBlock(scan, q.tenant, mark.seq, mark.value, resume ? mark.n : mark.first, resume ? mark.nl : mark.value.indexOf('\n'));
+      from = mark.seq + 1;
     }
-    return last < 0 ? { entries } : { entries, next: String(last) };
+    if (entries.length < limit && scan.budget > 0) {
+      for (const { key, value } of this.feed.getRange({ start: base + pad16(from), end: base + END, limit: scan.budget })) {
+        const seq = Number(key.slice(base.length));
+        if (value.charCodeAt(0) !== BLOCK_CODE) {
+          scan.last = seq;
+          scan.budget--;
+          const e = decode(String(seq), value);
+          if (scan.kinds === undefined || scan.kinds.has(e.kind)) entries.push(e);
+        } else {
+          // A block: `@<at> <count>`, then a line a change; its last change is `seq`.
+          const space = value.indexOf(' ');
+          const nl = value.indexOf('\n', space);
+          this.scanBlock(scan, q.tenant, seq, value, seq - Number(value.slice(space + 1, nl < 0 ? value.length : nl)) + 1, nl);
+        }
+        if (entries.length >= limit || scan.budget <= 0) break;
+      }
+    }
+    return scan.last < 0 ? { entries } : { entries, next: String(scan.last) };
+  }
+
+  /**
+   * Looks at the changes of a block (its last number `seq`) from the line that starts at `nl`
+   * (change number `n`) on, those after the read's cursor, until the read is full or its budget
+   * spent. Stopped with changes of the block left, it marks where, so that the tenant's next read,
+   * most often resuming there (the next page), goes on from it rather than reading the block and
+   * skipping its lines again: a block holds up to an index commit's changes (thousands), and a
+   * page a fraction of them.
+   */
+  private scanBlock(s: Scan, tenant: string, seq: number, value: string, n: number, nl: number): void {
+    const { after, kinds, limit, entries } = s;
+    const at = Number(value.slice(1, value.indexOf(' ')));
+    for (; nl >= 0 && s.budget > 0 && entries.length < limit; n++) {
+      const end = value.indexOf('\n', nl + 1);
+      if (n > after) {
+        s.last = n;
+        s.budget--;
+        const bar = value.indexOf(SEP, nl + 3);
+        // The kind of the change before it, most often: that string again rather than a new one.
+        let kind = s.kind;
+        if (bar - nl - 3 !== kind.length || !value.startsWith(kind, nl + 3)) s.kind = kind = value.slice(nl + 3, bar);
+        if (kinds === undefined || kinds.has(kind as KindSegment)) {
+          const cursor = String(n);
+          const k = value.slice(bar + 1, end < 0 ? value.length : end);
+          entries.push(
+            value.charCodeAt(nl + 1) === 0x70 // 'p'
+              ? { cursor, at, op: 'put', kind: kind as KindSegment, key: k, lifecycleRank: value.charCodeAt(nl + 2) - 0x30 }
+              : { cursor, at, op: 'delete', kind: kind as KindSegment, key: k },
+          );
+        }
+      }
+      nl = end;
+    }
+    if (nl >= 0) {
+      this.marks.delete(tenant);
+      this.marks.set(tenant, { seq, first: seq - countOf(value) + 1, value, n, nl });
+      // The tenants read last are kept: each mark holds its block's text (~50 bytes a change).
+      for (const t of this.marks.keys()) {
+        if (this.marks.size <= MARKS_MAX) break;
+        this.marks.delete(t);
+      }
+    } else if (this.marks.get(tenant)?.seq === seq) this.marks.delete(tenant);
   }
 
   /**

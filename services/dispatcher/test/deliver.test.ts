@@ -101,4 +101,66 @@ describe('WebhookClient', () => {
       await client.close();
     }
   });
+
+  /** A receiver that answers 200 at once, then a byte of its body every 40 ms, never ending it; or never answers (`silent`). */
+  const slowReceiver = async (silent = false) => {
+    const timers = new Set<NodeJS.Timeout>();
+    const slow = http.createServer((req, res) => {
+      req.resume();
+      if (silent) return;
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      const t = setInterval(() => res.write('.'), 40);
+      timers.add(t);
+      res.on('close', () => (clearInterval(t), timers.delete(t)));
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    return {
+      url: `http://127.0.0.1:${(slow.address() as AddressInfo).port}/`,
+      close: async () => {
+        for (const t of timers) clearInterval(t);
+        slow.closeAllConnections();
+        await new Promise((r) => slow.close(r));
+      },
+    };
+  };
+
+  it('ends an attempt whose answer never ends after connect + 2 × answer time (the status decides)', async () => {
+    // Each piece of the body comes within the answer time: only the bound of the whole attempt ends it.
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')), {
+      connectMs: 100,
+      answerMs: 150,
+      maxAnswerBytes: 65_536,
+    });
+    const slow = await slowReceiver();
+    try {
+      const outer = new AbortController();
+      const r = await client.post(slow.url, body, { 'content-type': 'application/json' }, outer.signal);
+      expect(r).toMatchObject({ outcome: 'delivered', status: 200 });
+      expect(r.durationMs).toBeGreaterThanOrEqual(390);
+      expect(r.durationMs).toBeLessThan(2_000);
+      // The caller's signal is not touched by it.
+      expect(outer.signal.aborted).toBe(false);
+    } finally {
+      await slow.close();
+      await client.close();
+    }
+  });
+
+  it('stops an attempt when its signal is aborted (before or during it), as stopped', async () => {
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
+    const silent = await slowReceiver(true);
+    try {
+      const outer = new AbortController();
+      const started = Date.now();
+      const during = client.post(silent.url, body, { 'content-type': 'application/json' }, outer.signal);
+      setTimeout(() => outer.abort(), 100);
+      expect(await during).toMatchObject({ outcome: 'failed', error: 'stopped' });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const before = await client.post(silent.url, body, { 'content-type': 'application/json' }, outer.signal);
+      expect(before).toMatchObject({ outcome: 'failed', error: 'stopped' });
+    } finally {
+      await silent.close();
+      await client.close();
+    }
+  });
 });

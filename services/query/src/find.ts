@@ -25,9 +25,22 @@ import {
 } from '@otm/core';
 import { decodeCursor, encodeCursor, isPosition, type ListFilters } from './find-params.js';
 
+/**
+ * A store that reads the documents of many versions at once (the embedded event log,
+ * `LogEventStore.documentsOf`): each what `get` answers, as bytes, in the order asked.
+ */
+export interface ManyDocumentsReader {
+  documentsOf(
+    tenant: string,
+    kind: KindSegment,
+    versions: ReadonlyArray<{ readonly key: string; readonly lifecycleRank?: number | undefined }>,
+  ): Promise<ReadonlyArray<Buffer | undefined>>;
+}
+
 export interface FindDeps {
   readonly entities: DocumentReader & Lister & { readonly feed: ChangeFeed; readonly positions: PositionReader };
-  readonly events: DocumentReader & Lister & TrackReader;
+  /** `documentsOf` when the store has it (the embedded event log; ClickHouse has not). */
+  readonly events: DocumentReader & Lister & TrackReader & Partial<ManyDocumentsReader>;
 }
 
 /** A page of documents: their bytes or text as GET answers them, and the cursor of the next page. */
@@ -184,6 +197,7 @@ export class Finder {
    * `want` leaves out (not read).
    */
   documents(tenant: string, entries: readonly FeedEntry[], want?: (e: FeedEntry) => boolean): Promise<Array<string | Buffer | undefined>> {
+    if (this.deps.events.documentsOf !== undefined) return this.documentsTogether(tenant, entries, want);
     return Promise.all(
       entries.map((e) =>
         e.op === 'delete' || e.doc !== undefined || (want !== undefined && !want(e))
@@ -191,6 +205,48 @@ export class Finder {
           : this.version(tenant, e.kind, e.key, e.lifecycleRank).then((d) => d?.bytes ?? d?.json),
       ),
     );
+  }
+
+  /**
+   * `documents` with an event store that reads many at once: what `version` answers for each, the
+   * entity store asked first as there, then the events it does not hold read from the event store
+   * together (`documentsOf`: the event log reads a page's documents in a few reads, as bytes),
+   * rather than one after the other.
+   */
+  private async documentsTogether(
+    tenant: string,
+    entries: readonly FeedEntry[],
+    want: ((e: FeedEntry) => boolean) | undefined,
+  ): Promise<Array<string | Buffer | undefined>> {
+    const out = new Array<string | Buffer | undefined>(entries.length);
+    /** The entries whose document is read, by index, and their versions in the entity store. */
+    const read: number[] = [];
+    const stored: Array<Promise<StoredDocument | undefined>> = [];
+    for (let i = 0; i < entries.length; i++) {
+      const e = entries[i]!;
+      if (e.op === 'delete' || e.doc !== undefined || (want !== undefined && !want(e))) out[i] = e.doc;
+      else {
+        read.push(i);
+        stored.push(this.deps.entities.get(tenant, e.kind, e.key, e.lifecycleRank));
+      }
+    }
+    if (read.length === 0) return out;
+    const found = await Promise.all(stored);
+    const events: FeedEntry[] = [];
+    const eventsAt: number[] = [];
+    for (let j = 0; j < read.length; j++) {
+      const d = found[j];
+      const i = read[j]!;
+      if (d !== undefined) out[i] = d.bytes ?? d.json;
+      else if (entries[i]!.kind === 'events') {
+        events.push(entries[i]!);
+        eventsAt.push(i);
+      }
+    }
+    if (events.length === 0) return out;
+    const docs = await this.deps.events.documentsOf!(tenant, 'events', events);
+    for (let j = 0; j < eventsAt.length; j++) out[eventsAt[j]!] = docs[j];
+    return out;
   }
 
   /** The vehicle's track points in [from, to) after `after`, at most `limit` (all when absent). */

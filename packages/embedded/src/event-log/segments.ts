@@ -52,6 +52,20 @@ const SEGMENT_FLAGS = fs.constants.O_RDWR | fs.constants.O_DSYNC;
  */
 const SYNC_READ_MAX = 64 * 1024;
 
+/**
+ * `readMany`: most bytes one `pread` takes (a run of documents read at once), and most bytes
+ * between two documents of one run (their records' headers and keys, or records not asked for,
+ * read and dropped). A page of the change feed's location events (~400 bytes each, written one
+ * after the other) is then one read instead of one a document; a run is bounded so that one
+ * read never holds up the event loop long, nor keeps much that is not asked for alive in the
+ * slices answered.
+ */
+export const RUN_MAX_BYTES = 1024 * 1024;
+export const RUN_GAP_BYTES = 4096;
+
+/** The order of the log: segment, generation (the files of one segment during a move), offset. */
+const logOrder = (a: Pos, b: Pos): number => a.seg - b.seg || a.gen - b.gen || a.off - b.off;
+
 /** A read that found fewer bytes than the index names: the file does not hold them, and never will. */
 const shortRead = (n: number, len: number) =>
   new AdapterError('event-log', `event log: short read (${n} of ${len} bytes)`, { retryable: false });
@@ -97,6 +111,8 @@ export class SegmentFiles {
    */
   private readonly inUse = new Map<number, number>();
   private readonly retired = new Set<number>();
+  /** Where `readMany` reads a run before copying its documents out (grown up to RUN_MAX_BYTES, kept). */
+  private scratch = Buffer.alloc(0);
 
   constructor(opts: SegmentFilesOptions) {
     this.dir = opts.dir;
@@ -182,6 +198,74 @@ export class SegmentFiles {
     if (pos.len <= SYNC_READ_MAX) return preadSync(fd, pos.len, pos.off);
     this.acquire(fd);
     return pread(fd, pos.len, pos.off).finally(() => this.release(fd));
+  }
+
+  /**
+   * The bytes at each of `positions`, in their order (as `read` answers each), read together: in
+   * the order of the log, the documents of a segment file near each other (at most `maxGap` bytes
+   * apart, a run of at most `maxRun` bytes) with one synchronous `pread` of the run, each answered
+   * as a slice of it (positions named twice share their bytes). A document larger than
+   * SYNC_READ_MAX (or than `maxRun`) is read alone, as `read` reads it, through the thread pool.
+   * As with `read`, the positions must have been looked up in the same turn (see store.ts): every
+   * run's descriptor is taken, and its bytes read, before this returns.
+   */
+  readMany(positions: readonly Pos[], maxRun = RUN_MAX_BYTES, maxGap = RUN_GAP_BYTES): Array<Buffer | Promise<Buffer>> {
+    const out = new Array<Buffer | Promise<Buffer>>(positions.length);
+    /** The positions read in runs, by their index; most often already in the log's order (a feed page's). */
+    const order: number[] = [];
+    let sorted = true;
+    for (let i = 0; i < positions.length; i++) {
+      const p = positions[i]!;
+      if (p.len > SYNC_READ_MAX || p.len > maxRun) {
+        out[i] = this.read(p);
+        continue;
+      }
+      if (sorted && order.length > 0 && logOrder(positions[order[order.length - 1]!]!, p) > 0) sorted = false;
+      order.push(i);
+    }
+    if (!sorted) order.sort((a, b) => logOrder(positions[a]!, positions[b]!));
+    for (let a = 0; a < order.length;) {
+      const first = positions[order[a]!]!;
+      const start = first.off;
+      let end = start + first.len;
+      let b = a + 1;
+      for (; b < order.length; b++) {
+        const p = positions[order[b]!]!;
+        if (p.seg !== first.seg || p.gen !== first.gen || p.off - end > maxGap || p.off + p.len - start > maxRun) break;
+        if (p.off + p.len > end) end = p.off + p.len;
+      }
+      const fd = this.fdOf(first.seg, first.gen);
+      if (b === a + 1) out[order[a]!] = preadSync(fd, end - start, start);
+      else {
+        // Read into the scratch buffer, then the documents copied out together into one buffer of
+        // their own bytes (a position named twice once), each answered as a slice of it: what the
+        // answers keep alive is what was asked for, not the headers, keys and records between.
+        if (this.scratch.length < end - start)
+          this.scratch = Buffer.allocUnsafeSlow(Math.max(end - start, Math.min(2 * this.scratch.length, maxRun)));
+        const run = this.scratch;
+        const n = fs.readSync(fd, run, 0, end - start, start);
+        if (n !== end - start) throw shortRead(n, end - start);
+        let bytes = 0;
+        for (let k = a; k < b; k++) {
+          const p = positions[order[k]!]!;
+          if (k === a || p.off !== positions[order[k - 1]!]!.off) bytes += p.len;
+        }
+        const docs = Buffer.allocUnsafe(bytes);
+        let at = 0;
+        for (let k = a; k < b; k++) {
+          const p = positions[order[k]!]!;
+          if (k > a && p.off === positions[order[k - 1]!]!.off) {
+            out[order[k]!] = out[order[k - 1]!]!;
+            continue;
+          }
+          run.copy(docs, at, p.off - start, p.off - start + p.len);
+          out[order[k]!] = docs.subarray(at, at + p.len);
+          at += p.len;
+        }
+      }
+      a = b;
+    }
+    return out;
   }
 
   /**

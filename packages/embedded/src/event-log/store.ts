@@ -43,7 +43,7 @@ import { prefixOf, ranksToTry } from '../keys.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
 import { EventEffects, binaryDb, keyCodecOf, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
-import { IndexEntry, IndexWriter, type IndexOp } from './index-writer.js';
+import { IndexEntry, IndexWriter, type IndexOp, type Pos } from './index-writer.js';
 import { eventLogRecords } from './metrics.js';
 import { encodeRecords } from './record.js';
 import { recover } from './recovery.js';
@@ -139,6 +139,50 @@ export class LogEventStore implements EventStore {
       return { rank: r, bytes: Buffer.isBuffer(read) ? read : await read };
     }
     return undefined;
+  }
+
+  /**
+   * The documents of many versions at once, in the order asked (a page of the change feed's puts:
+   * query's `Finder.documents`): for each, the bytes of the version of `lifecycleRank` of `key`, or
+   * of its latest version when it names none, as `get` would answer them; undefined for one not
+   * stored or deleted. Read together: every position looked up first (in one turn, so in one
+   * LMDB read transaction: lmdb-js renews it once a turn), then the documents read in the order of
+   * the log, one `pread` a run of adjacent records (segments.ts `readMany`), each answered as a
+   * slice of what was read, no text made of it. The lookups and the reads of the runs are made in
+   * one turn, as `read` takes a position and its descriptor: compaction moves positions to a new
+   * generation, and removes the old file, only between turns (and the larger documents, read
+   * through the thread pool, hold their descriptor open).
+   */
+  async documentsOf(
+    tenant: string,
+    kind: KindSegment,
+    versions: ReadonlyArray<{ readonly key: string; readonly lifecycleRank?: number | undefined }>,
+  ): Promise<Array<Buffer | undefined>> {
+    const out = new Array<Buffer | undefined>(versions.length);
+    const found: Pos[] = [];
+    /** The index in `versions` of each position found. */
+    const at: number[] = [];
+    for (let i = 0; i < versions.length; i++) {
+      const v = versions[i]!;
+      const prefix = prefixOf(tenant, kind, v.key);
+      for (const r of ranksToTry(v.lifecycleRank)) {
+        const pos = this.writer.lookup(prefix + r);
+        if (pos === undefined || pos.len < 0) continue;
+        found.push(pos);
+        at.push(i);
+        break;
+      }
+    }
+    if (found.length === 0) return out;
+    const read = this.segments.readMany(found);
+    let waiting: Array<Promise<void>> | undefined;
+    for (let j = 0; j < read.length; j++) {
+      const b = read[j]!;
+      if (Buffer.isBuffer(b)) out[at[j]!] = b;
+      else (waiting ??= []).push(b.then((bytes) => void (out[at[j]!] = bytes)));
+    }
+    if (waiting !== undefined) await Promise.all(waiting);
+    return out;
   }
 
   /**
