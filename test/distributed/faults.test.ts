@@ -145,29 +145,18 @@ describe.skipIf(!integrationEnabled(suite))(suite, () => {
     return Date.now() - from;
   };
 
-  /** A new vehicle PUT (retried until 200) and then visible by GET: the time from now. */
-  const probeRoundTrip = async (prefix: string, ms = 60_000): Promise<number> => {
+  /**
+   * A new write PUT (retried until 200; an event or a vehicle, as asked) and then visible by GET:
+   * the time from now.
+   */
+  const probe = async (prefix: string, what: 'event' | 'vehicle', ms: number): Promise<number> => {
     const from = Date.now();
     let w: Write;
     do {
       w = await putOne(prefix);
       if (w.status !== 200) await sleep(200);
       if (Date.now() - from > ms) throw new Error('probe PUT not accepted in time');
-    } while (w.status !== 200 || w.path.includes('/events/'));
-    const path = w.path;
-    await waitFor(async () => (await get(path)).status === 200, ms, `GET ${path}`);
-    return Date.now() - from;
-  };
-
-  /** A new location event PUT (retried until 200) and then visible by GET: the time from now. */
-  const probeEvent = async (prefix: string, ms = 120_000): Promise<number> => {
-    const from = Date.now();
-    let w: Write;
-    do {
-      w = await putOne(prefix);
-      if (w.status !== 200) await sleep(200);
-      if (Date.now() - from > ms) throw new Error('probe PUT not accepted in time');
-    } while (w.status !== 200 || !w.path.includes('/events/'));
+    } while (w.status !== 200 || w.path.includes('/events/') !== (what === 'event'));
     const path = w.path;
     await waitFor(async () => (await get(path)).status === 200, ms, `GET ${path}`);
     return Date.now() - from;
@@ -245,7 +234,7 @@ describe.skipIf(!integrationEnabled(suite))(suite, () => {
     // restart() of a server that is gone only starts it again (appendonly: every acknowledged write is back).
     await c.redis.restart();
     const backAt = Date.now();
-    const recovery = await probeRoundTrip('5b100000');
+    const recovery = await probe('5b100000', 'vehicle', 60_000);
     await sleep(3_000);
     stopWriting = true;
     const all = await running;
@@ -333,7 +322,7 @@ describe.skipIf(!integrationEnabled(suite))(suite, () => {
     // acknowledged until now, visible too (the worker's backlog applied).
     const backlog = sink.filter((w) => w.status === 200);
     const [visible, drained] = await Promise.all([
-      probeEvent('5e200000'),
+      probe('5e200000', 'event', 120_000),
       lostOf(backlog, 120_000).then((left) => (left.length === 0 ? Date.now() - backAt : Number.NaN)),
     ]);
     await sleep(3_000);
