@@ -75,11 +75,44 @@ export class LmdbApiKeyStore implements ApiKeyStore {
   }
 }
 
+/** 1 TiB: address space the LMDB file is mapped with (`storeMapSize`). */
+const MAP_SIZE = 2 ** 40;
+
+/**
+ * The size of the LMDB file's memory map: 1 TiB of address space on a 64-bit system (none of it
+ * memory until a page is read or written: pages count in the process's resident size as they are
+ * touched, as with any size), so that the map never grows.
+ *
+ * Why. Opened without one, lmdb-js starts with a map of 128 KB and, each time the file outgrows it,
+ * maps the file again at twice its size, keeping the earlier maps for the reads that may still use
+ * them (its LMDB's `mdb_env_set_mapsize`, "we intentionally want to leave old maps around"); a page
+ * read through several maps is resident once in each. 1,000,000 events (a 694 MB file) left 12 maps
+ * and 1,411 MB of the file resident; with this, 1 map (bench/diag/lmdb/index-bytes.mjs).
+ *
+ * Where it cannot: on a 32-bit system (lmdb-js maps a file larger than 4 GB a chunk at a time
+ * there, and a fixed map would turn that on), lmdb-js's own growth; under a limit of address space
+ * (`ulimit -v`, /proc/self/limits; a container's memory limit is not one: it counts resident pages,
+ * not address space), a quarter of it, so that the rest of the process keeps room. The map is
+ * read-only (no `useWritemap`, with which LMDB would make the file as large as its map).
+ */
+export function storeMapSize(): number | undefined {
+  if (!/64|s390x/.test(process.arch)) return undefined;
+  let limit = Infinity;
+  try {
+    const m = /^Max address space\s+(\d+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    if (m) limit = Number(m[1]);
+  } catch {
+    /* not Linux: no such limit known */
+  }
+  return limit >= 4 * MAP_SIZE ? MAP_SIZE : 2 ** Math.max(26, Math.floor(Math.log2(limit / 4)));
+}
+
 /** The LMDB environment of a data folder (created if absent), as every embedded process opens it. */
 export function openStoreEnv(dataDir: string): RootDatabase {
   const dir = path.join(dataDir, 'store');
   fs.mkdirSync(dir, { recursive: true });
-  return open({ path: path.join(dir, 'otm.mdb'), maxDbs: 32, compression: false });
+  const mapSize = storeMapSize();
+  return open({ path: path.join(dir, 'otm.mdb'), maxDbs: 32, compression: false, ...(mapSize === undefined ? {} : { mapSize }) });
 }
 
 export const apiKeyStoreOf = (root: RootDatabase): LmdbApiKeyStore =>

@@ -17,7 +17,10 @@
  * - `event-index` and `event-log`: the event store's index and checkpoint; the events themselves
  *   are in a log of segment files under `<dataDir>/events` (event-log/); `event-time`,
  *   `event-vehicle` and `event-records`: its lists, which are also the tracks
- *   (event-log/effects.ts).
+ *   (event-log/effects.ts; their keys and the index's: event-log/index-keys.ts).
+ *
+ * The environment is mapped once, with 1 TiB of address space (api-keys.ts `openStoreEnv`), so that
+ * a page read counts once in the resident size.
  *
  * A write resolves only after its transaction is committed and flushed to disk, so an
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.

@@ -10,20 +10,21 @@
  * the change, unlike the entity store's lists (whose events, update and association events, stay
  * at the time of their unit): so one entry serves both a vehicle's list and its track, which is in
  * event time order. Every LMDB operation costs a µs or more of CPU (its commit included) and ingest
- * makes thousands a second, so an event gets as few as can be, with string keys that LMDB compares
- * with memcmp (`keyCodecOf`) and small binary values (no JSON, nothing to format or parse but the
- * numbers):
+ * makes thousands a second, so an event gets as few as can be, with binary keys that LMDB compares
+ * with memcmp and small binary values (no JSON, nothing to format or parse but the numbers). The
+ * keys are made of parts (index-keys.ts: the tenant, then 16 bytes a UUID and 7 a time, so that an
+ * event costs about half the bytes of text keys), written below as `<tenant>` and so on:
  *
- * - `event-time`: `tenant|<time as 15 digits>|<eventKey>` -> its rank (one byte). The list of all
- *   the tenant's events (facet `''`).
- * - `event-vehicle`: `tenant|<vehicle>|<time as 15 digits>|<eventKey>` -> rank, event type code,
- *   lat, lon, speedKmh, heading (`vehicleValue`), for an event linked to a vehicle. The list of the
- *   vehicle's events (facet `vehicle=`), and its track: the same range, keeping only the location
- *   events with a position (event-facts.ts `trackFix`), read without parsing any document.
- * - `event-records`: `tenant|<eventKey>` -> where its entries are: the time listed at and the
- *   vehicle (`recordValue`), to find them again when the event is put again or deleted. A put
- *   writes it where there is none without reading first (new events are most puts), and reads it
- *   only when one was there.
+ * - `event-time`: `<tenant><time><eventKey>` -> its rank (one byte). The list of all the tenant's
+ *   events (facet `''`).
+ * - `event-vehicle`: `<tenant><vehicle><time><eventKey>` -> rank, event type code, lat, lon,
+ *   speedKmh, heading (`vehicleValue`), for an event linked to a vehicle. The list of the vehicle's
+ *   events (facet `vehicle=`), and its track: the same range, keeping only the location events with
+ *   a position (event-facts.ts `trackFix`), read without parsing any document.
+ * - `event-records`: `<tenant><eventKey>` -> where its entries are: the time listed at and the
+ *   vehicle, as in the keys (`<time><vehicle>`), to find them again when the event is put again or
+ *   deleted. A put writes it where there is none without reading first (new events are most puts),
+ *   and reads it only when one was there.
  *
  * A list by any other facet (`eventType=`, `lifecycle=`, `externalId=`) is answered with the list
  * of all the tenant's events: the query checks every filter on the document it reads and bounds
@@ -48,8 +49,21 @@ import { eventPosition, eventTimeMs, linkedId, storageKey, trackFix, type ListPo
 import type { KindSegment } from '@otm/model';
 import type { FeedSeq } from '../feed.js';
 import { SEP } from '../keys.js';
-import { pad15, readEntries } from '../lists.js';
 import type { Fix, LmdbPositions } from '../positions.js';
+import {
+  KeyScratch,
+  TIME_BYTES,
+  binaryKeysDb,
+  copyBytes,
+  readKeyPart,
+  readTime,
+  tenantPart,
+  writeKeyPart,
+  writeTime,
+  writeVehiclePart,
+} from './index-keys.js';
+
+export { binaryDb, keyCodecOf, type KeyCodec } from './index-keys.js';
 
 /** What the index commit records of one put of the log. */
 export interface EventPut {
@@ -207,12 +221,12 @@ function vehicleValue(c: EventPut): Buffer {
   return b;
 }
 
-/** An `event-vehicle` entry from its key (after its base `tenant|vehicle|`) and value. */
-export function decodeVehicleEntry(key: string, baseLength: number, value: Buffer): VehicleEntry {
+/** An `event-vehicle` entry from its key (after its base, `vehicleBase`) and value. */
+export function decodeVehicleEntry(key: Uint8Array, baseLength: number, value: Buffer): VehicleEntry {
   const code = value[1]!;
   return {
-    time: Number(key.slice(baseLength, baseLength + 15)),
-    key: key.slice(baseLength + 16),
+    time: readTime(key, baseLength),
+    key: readKeyPart(key, baseLength + TIME_BYTES, key.length),
     rank: value[0]!,
     eventType: code === LITERAL ? value.toString('utf8', FIXED) : TYPES_BY_CODE.get(code),
     lat: orNull(value.readDoubleLE(2)),
@@ -229,75 +243,88 @@ const isTrackPoint = (value: Buffer): boolean =>
 /** `event-time` values: the rank, one byte. */
 const RANKS = Array.from({ length: 6 }, (_, r) => Buffer.from([r]));
 
-/** An `event-records` value: the time listed at (float64 LE), then the vehicle's key (UTF-8; none: nothing). */
-function recordValue(time: number, vehicle: string): Buffer {
-  const b = vehicle.length <= 40 ? recordScratch : Buffer.allocUnsafe(8 + Buffer.byteLength(vehicle));
-  b.writeDoubleLE(time, 0);
-  const end = 8 + b.write(vehicle, 8, 'utf8');
-  return b === recordScratch ? (recordViews[end] ??= b.subarray(0, end)) : b;
-}
-/** Up to 40 characters of UTF-8 (a storage key has 36). */
-const recordScratch = Buffer.allocUnsafeSlow(8 + 3 * 40);
-/** Views of `recordScratch` by length, made once: values are read through them, nothing allocated a put. */
-const recordViews: Buffer[] = [];
+/**
+ * An `event-records` value: the time listed at (7 bytes, as in the keys), then the vehicle's 16
+ * bytes (none: nothing): the parts of its list keys, copied into them as they are.
+ */
+const recordScratch = new KeyScratch();
+/** Bytes of an `event-records` value with a vehicle. */
+const RECORD_WITH_VEHICLE = TIME_BYTES + 16;
+
+/** Where each kind of list key is made (`KeyScratch`): the record's key lives on while the others are made. */
+const RECORD_KEY = new KeyScratch();
+const TIME_KEY = new KeyScratch();
+const VEHICLE_KEY = new KeyScratch();
+/** A key's event key part, made once a change and copied into each of its keys. */
+const KEY_PART = new KeyScratch();
 
 const NO_OVERWRITE = { noOverwrite: true } as const;
 
-/** lmdb-js's key encoding (ordered-binary) of the strings of a database, as its database objects carry it. */
-export interface KeyCodec {
-  writeKey(key: unknown, target: Uint8Array, position: number): number;
-  readKey(buffer: Uint8Array, start: number, end: number): unknown;
+/**
+ * Whether `value` holds the bytes of `b`. A value read with `getBinaryFast` is lmdb-js's buffer,
+ * larger than the value, its `length` set to the value's: Buffer's own `equals` (and `copy`,
+ * `compare`) look at all of it. Hence byte loops (`copyBytes` too).
+ */
+function sameBytes(value: Buffer, b: Buffer): boolean {
+  if (value.length !== b.length) return false;
+  for (let i = 0; i < b.length; i++) if (value[i] !== b[i]) return false;
+  return true;
 }
 
-/** Node's Buffer writes UTF-8 natively (as ordered-binary does for long strings). */
-type Utf8Target = Uint8Array & { utf8Write?: (s: string, offset: number) => number };
+/** The first bytes of every `event-vehicle` key of the tenant's vehicle: its list, and its track. */
+export function vehicleBase(tenant: string, vehicle: string): Buffer {
+  const t = tenantPart(tenant);
+  const b = Buffer.allocUnsafe(t.length + 16);
+  t.copy(b, 0);
+  writeVehiclePart(vehicle, b, t.length);
+  return b;
+}
+
+/** `base`, then the time, then the event key when given: a bound of a range of a list. */
+function boundOf(base: Buffer, time: number, key?: string): Buffer {
+  const b = Buffer.allocUnsafe(base.length + TIME_BYTES + (key === undefined ? 0 : key.length * 3 + 4));
+  base.copy(b, 0);
+  let end = writeTime(time, b, base.length);
+  if (key !== undefined) end = writeKeyPart(key, b, end);
+  return b.subarray(0, end);
+}
+
+/** `base` and one byte of 255: after every key that starts with `base` (a time's first byte is below 4). */
+const afterAll = (base: Buffer): Buffer => Buffer.concat([base, Buffer.from([255])]);
 
 /**
- * The key encoding to open the event log's databases with: the bytes of lmdb-js's own
- * (ordered-binary, as ever), given as the database's `keyEncoder`, for two reasons.
- *
- * - LMDB's comparator. lmdb-js gives a database whose keys it encodes itself a comparator of its
- *   own that compares four bytes at a time; one opened with a key encoder keeps LMDB's, a memcmp.
- *   These keys are long and share long prefixes (tenant, vehicle, the time's digits, ids of one
- *   sender), so a put's descent through the B-tree was mostly key comparisons. Both comparators
- *   order the bytes of strings alike (bytewise, a prefix first: ordered-binary writes no 0 byte of
- *   its own into a string), so databases written before are read and written as they are.
- * - A string of fewer than 64 characters is written by ordered-binary a character at a time in
- *   JavaScript (to escape those below 5 and encode the others). These keys are ASCII without such
- *   characters: written natively, then looked at; any other string is left to ordered-binary.
- *
- * Together they took about a quarter of the CPU of an event off the event store (bench/diag/bulk/
- * README.md). Undefined when the root does not carry lmdb-js's functions: the databases are then
- * opened as before. A handle of these databases opened without it (a tool, a test) gives them
- * lmdb-js's comparator back until the environment is closed: slower, in the same order.
+ * One page of the entries `base<time><key>` of `db` (one tenant's `event-time`, or one vehicle's
+ * `event-vehicle`), with `scan`'s keyset bounds, as `readEntries` (lists.ts) reads the entity
+ * store's lists: strictly after `after`, at or after `since`, before `before`, at most `limit`.
  */
-export function keyCodecOf(root: RootDatabase): KeyCodec | undefined {
-  const { writeKey, readKey } = root as unknown as Partial<KeyCodec>;
-  if (typeof writeKey !== 'function' || typeof readKey !== 'function') return undefined;
-  return {
-    writeKey(key: unknown, target: Utf8Target, position: number): number {
-      // ordered-binary escapes a first character below 28, and writes strings of 64 and more natively.
-      if (typeof key !== 'string' || key.length >= 64 || !(key.charCodeAt(0) >= 28) || target.utf8Write === undefined) {
-        return writeKey(key, target, position);
-      }
-      const end = position + target.utf8Write(key, position);
-      // More bytes than characters: not ASCII. A byte below 5: a character ordered-binary escapes.
-      if (end - position !== key.length) return writeKey(key, target, position);
-      for (let i = position; i < end; i++) if (target[i]! < 5) return writeKey(key, target, position);
-      return end;
-    },
-    readKey,
-  };
+function readEntries(db: Bin, base: Buffer, scan: Omit<ListScan, 'tenant' | 'kind' | 'facet'>): ListPosition[] {
+  if (scan.limit <= 0) return [];
+  let start = base;
+  let skip: Buffer | undefined;
+  if (scan.after !== undefined) start = skip = boundOf(base, scan.after.at, scan.after.key);
+  if (scan.since !== undefined) {
+    const since = boundOf(base, scan.since);
+    if (Buffer.compare(since, start) > 0) {
+      start = since;
+      skip = undefined;
+    }
+  }
+  const end = scan.before === undefined ? afterAll(base) : boundOf(base, scan.before);
+  if (Buffer.compare(start, end) >= 0) return [];
+  const out: ListPosition[] = [];
+  for (const k of db.getKeys({ start, end, limit: scan.limit + 1 })) {
+    if (skip !== undefined && Buffer.compare(k, skip) === 0) continue;
+    out.push({ at: readTime(k, base.length), key: readKeyPart(k, base.length + TIME_BYTES, k.length) });
+    if (out.length >= scan.limit) break;
+  }
+  return out;
 }
-
-/** Options of a database of the event log: binary values, string keys (`keyCodecOf`). */
-export const binaryDb = (name: string, keys: KeyCodec | undefined) =>
-  keys === undefined ? { name, encoding: 'binary' as const } : { name, encoding: 'binary' as const, keyEncoder: keys };
 
 /** `event-vehicle` entries read from LMDB in one go (a fresh read transaction each; none is held between). */
 const TRACK_CHUNK = 512;
 
-type Bin = Database<Buffer, string>;
+/** A database of the lists: binary keys (index-keys.ts), binary values. */
+type Bin = Database<Buffer, Buffer>;
 
 /** One tenant's changes in an index transaction, and the newest track point of each of its vehicles among them. */
 interface TenantChanges {
@@ -320,19 +347,25 @@ export class EventEffects {
     /** Feed entries and latest positions, when this store keeps them. */
     private readonly telemetry: TelemetryEffects | undefined,
   ) {
-    const keys = keyCodecOf(root);
-    const open = (name: string) => root.openDB<Buffer, string>(binaryDb(name, keys));
+    const open = (name: string) => root.openDB<Buffer, Buffer>(binaryKeysDb(name));
     this.byTime = open('event-time');
     this.byVehicle = open('event-vehicle');
     this.records = open('event-records');
   }
 
+  /** Inside a write transaction: removes every list entry and record (the index is rebuilt: recovery.ts). */
+  clear(): void {
+    for (const db of [this.byTime, this.byVehicle, this.records]) db.clearSync();
+  }
+
   /**
    * Inside the index's write transaction: records `changes` in order. Returns the latest positions
-   * it stored, to be handed to `committed` once the transaction is.
+   * it stored, to be handed to `committed` once the transaction is. With `telemetry` false, only
+   * the lists: the feed entries and positions of these changes are stored already (a rebuild of the
+   * index from the log: recovery.ts).
    */
-  apply(changes: Iterable<EventChange>, now = Date.now()): Fix[] {
-    const seq = this.telemetry?.seq;
+  apply(changes: Iterable<EventChange>, now = Date.now(), telemetry = true): Fix[] {
+    const seq = telemetry ? this.telemetry?.seq : undefined;
     /**
      * Each tenant's changes, in order, for its feed block (feed.ts: one LMDB write, not one a
      * change), and the newest track point of each of its vehicles among them.
@@ -384,36 +417,67 @@ export class EventEffects {
    * removed; their values (the rank and position of the latest put) are.
    */
   private place(c: EventChange): void {
-    const recordKey = `${c.tenant}${SEP}${c.key}`;
+    const tenant = tenantPart(c.tenant);
+    const tn = tenant.length;
+    const kp = KEY_PART.buf;
+    const kpEnd = writeKeyPart(c.key, kp, 0);
+    const recordKey = RECORD_KEY.view(copyBytes(kp, 0, kpEnd, RECORD_KEY.buf, copyBytes(tenant, 0, tn, RECORD_KEY.buf, 0)));
     if (c.op === 'delete') {
       const prev = this.records.getBinaryFast(recordKey);
       if (prev === undefined) return;
-      this.unplace(c.tenant, c.key, prev);
+      this.unplace(tenant, kpEnd, prev, undefined);
       void this.records.remove(recordKey);
       return;
     }
-    const time = pad15(c.time);
-    const record = recordValue(Number(time), c.vehicle);
+    const v = recordScratch.buf;
+    writeTime(c.time, v, 0);
+    const record = recordScratch.view(c.vehicle === '' ? TIME_BYTES : writeVehiclePart(c.vehicle, v, TIME_BYTES));
     // Most puts are of new events: their record is written where there is none, without a read
     // first (lmdb-js's putSync says whether it wrote; its typings say void). Else it is read.
     if (!(this.records.putSync(recordKey, record, NO_OVERWRITE) as unknown as boolean)) {
       // Read at once: the buffer is LMDB's, valid until the next read.
       const prev = this.records.getBinaryFast(recordKey)!;
-      if (!prev.equals(record)) {
-        this.unplace(c.tenant, c.key, prev, time);
+      if (!sameBytes(prev, record)) {
+        this.unplace(tenant, kpEnd, prev, record);
         void this.records.put(recordKey, record);
       }
     }
-    void this.byTime.put(`${c.tenant}${SEP}${time}${SEP}${c.key}`, RANKS[c.rank] ?? Buffer.from([c.rank]));
-    if (c.vehicle !== '') void this.byVehicle.put(`${c.tenant}${SEP}${c.vehicle}${SEP}${time}${SEP}${c.key}`, vehicleValue(c));
+    // `<tenant><time><eventKey>`
+    const t = TIME_KEY.buf;
+    const timeKey = TIME_KEY.view(copyBytes(kp, 0, kpEnd, t, copyBytes(v, 0, TIME_BYTES, t, copyBytes(tenant, 0, tn, t, 0))));
+    void this.byTime.put(timeKey, RANKS[c.rank] ?? Buffer.from([c.rank]));
+    if (record.length === RECORD_WITH_VEHICLE) {
+      // `<tenant><vehicle><time><eventKey>`
+      const k = VEHICLE_KEY.buf;
+      let at = copyBytes(v, TIME_BYTES, RECORD_WITH_VEHICLE, k, copyBytes(tenant, 0, tn, k, 0));
+      at = copyBytes(kp, 0, kpEnd, k, copyBytes(v, 0, TIME_BYTES, k, at));
+      void this.byVehicle.put(VEHICLE_KEY.view(at), vehicleValue(c));
+    }
   }
 
-  /** Removes the entries the record `prev` names, but for the `event-time` entry at `keep` (15 digits), which is written again. */
-  private unplace(tenant: string, key: string, prev: Buffer, keep?: string): void {
-    const was = pad15(prev.readDoubleLE(0));
-    const vehicle = prev.toString('utf8', 8);
-    if (was !== keep) void this.byTime.remove(`${tenant}${SEP}${was}${SEP}${key}`);
-    if (vehicle !== '') void this.byVehicle.remove(`${tenant}${SEP}${vehicle}${SEP}${was}${SEP}${key}`);
+  /**
+   * Removes the entries the record `prev` names (the event key part in KEY_PART, `kpEnd` bytes),
+   * but for the `event-time` entry at the time of `next` (the new record), which is written again.
+   * `prev` is LMDB's buffer (valid until the next read, its `length` the value's), read first.
+   */
+  private unplace(tenant: Buffer, kpEnd: number, prev: Buffer, next: Buffer | undefined): void {
+    const tn = tenant.length;
+    const kp = KEY_PART.buf;
+    const t = TIME_KEY.buf;
+    const k = VEHICLE_KEY.buf;
+    const vehicle = prev.length === RECORD_WITH_VEHICLE;
+    copyBytes(prev, 0, TIME_BYTES, t, tn);
+    if (vehicle) copyBytes(prev, 0, TIME_BYTES, k, copyBytes(prev, TIME_BYTES, RECORD_WITH_VEHICLE, k, tn));
+    let moved = next === undefined;
+    for (let i = 0; i < TIME_BYTES && !moved; i++) moved = t[tn + i] !== next![i];
+    if (moved) {
+      copyBytes(tenant, 0, tn, t, 0);
+      void this.byTime.remove(TIME_KEY.view(copyBytes(kp, 0, kpEnd, t, tn + TIME_BYTES)));
+    }
+    if (vehicle) {
+      copyBytes(tenant, 0, tn, k, 0);
+      void this.byVehicle.remove(VEHICLE_KEY.view(copyBytes(kp, 0, kpEnd, k, tn + 16 + TIME_BYTES)));
+    }
   }
 
   /** After the commit of `apply`'s transaction. */
@@ -431,9 +495,9 @@ export class EventEffects {
       const vehicle = scan.facet.slice('vehicle='.length);
       // Vehicles are storage keys (UUIDs): a value with a separator (or hashed) is none of them.
       if (vehicle === '' || vehicle.includes(SEP)) return [];
-      return readEntries(this.byVehicle, `${scan.tenant}${SEP}${vehicle}${SEP}`, scan);
+      return readEntries(this.byVehicle, vehicleBase(scan.tenant, vehicle), scan);
     }
-    return readEntries(this.byTime, `${scan.tenant}${SEP}`, scan);
+    return readEntries(this.byTime, tenantPart(scan.tenant), scan);
   }
 
   /**
@@ -450,23 +514,23 @@ export class EventEffects {
     limit?: number;
   }): Generator<TrackEntry> {
     if (scan.vehicle.includes(SEP)) return;
-    const base = `${scan.tenant}${SEP}${scan.vehicle}${SEP}`;
-    let start = `${base}${pad15(scan.from)}${SEP}`;
-    let skip: string | undefined;
+    const base = vehicleBase(scan.tenant, scan.vehicle);
+    let start = boundOf(base, scan.from);
+    let skip: Buffer | undefined;
     if (scan.after !== undefined) {
-      const after = `${base}${pad15(scan.after.time)}${SEP}${scan.after.key}`;
-      if (after >= start) start = skip = after;
+      const after = boundOf(base, scan.after.time, scan.after.key);
+      if (Buffer.compare(after, start) >= 0) start = skip = after;
     }
-    const end = `${base}${pad15(scan.to)}${SEP}`;
+    const end = boundOf(base, scan.to);
     let left = scan.limit ?? Infinity;
-    while (left > 0 && start < end) {
+    while (left > 0 && Buffer.compare(start, end) < 0) {
       const chunk: TrackEntry[] = [];
-      let last: string | undefined;
+      let last: Buffer | undefined;
       let read = 0;
       for (const { key, value } of this.byVehicle.getRange({ start, end, limit: TRACK_CHUNK })) {
         read++;
         last = key;
-        if (key === skip || !isTrackPoint(value)) continue;
+        if ((skip !== undefined && Buffer.compare(key, skip) === 0) || !isTrackPoint(value)) continue;
         chunk.push(decodeVehicleEntry(key, base.length, value) as TrackEntry);
         if (chunk.length >= left) break;
       }

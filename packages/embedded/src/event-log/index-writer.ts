@@ -57,7 +57,7 @@ const INDEX_BATCH = 20_000;
  * list entries besides (effects.ts: four LMDB writes a location event, its index entry included,
  * about 5 µs of CPU together; the feed entries and latest positions once a transaction), so a burst
  * of 20,000 in one callback would hold every answer up for about a tenth of a second; 2,500 hold
- * them up for about 12 ms, as 1,000 did before the feed blocks and the key codec (effects.ts
+ * them up for about 12 ms, as 1,000 did before the feed blocks and the key codec (index-keys.ts
  * keyCodecOf). Fewer a transaction cost more an event: each commit copies and writes again the
  * pages every vehicle's entries end on (1,000 took about 0.7 µs more an event than 2,500 with 64
  * vehicles; bench/diag/bulk/README.md).

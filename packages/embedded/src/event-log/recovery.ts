@@ -13,6 +13,11 @@
  *   that a stop during the replay does not make the next start record the same changes twice.
  * - Torn tail: a record at the tail of the last segment that is not whole (a write cut off by a
  *   crash: never answered, because its write never returned) is cut off, with a warning.
+ * - Layout: an index and lists written in another layout of their keys (index-keys.ts; before it,
+ *   none was recorded) are removed and rebuilt from the whole log (`relayout`), with a warning.
+ *   The records the old index covered have their feed entries and latest positions stored already:
+ *   their replay records the lists only (`rebuild-until`, kept until the replay is over, so that a
+ *   stop during the rebuild resumes it alike).
  *
  * Invariant: damage anywhere else (a record that is not whole before the end of the log, a
  * generation the index names that is missing) is never repaired by guessing: the start is refused
@@ -41,6 +46,17 @@ export interface RecoveryContext {
   readonly effects: EventEffects;
 }
 
+/**
+ * The layout of the keys of the index and the lists (index-keys.ts). A data folder's index of
+ * another layout is rebuilt from the log at start. 2: UUIDs as 16 bytes and times as 7 (before it:
+ * text keys, and no layout recorded).
+ */
+export const INDEX_LAYOUT = '2';
+/** Meta key of the index's layout. */
+export const LAYOUT_KEY = 'index-layout';
+/** Meta key, during a rebuild: where the index it replaces ended (`seg:offset`); records before it have their feed entries. */
+export const REBUILD_KEY = 'rebuild-until';
+
 /** The log is damaged in a way no start can repair: not retryable. */
 const damaged = (message: string) => new AdapterError('event-log', message, { retryable: false });
 
@@ -50,24 +66,31 @@ const damaged = (message: string) => new AdapterError('event-log', message, { re
  * up to which the index now covers it, durably.
  */
 export function recover(ctx: RecoveryContext): string {
-  const { segments } = ctx;
+  const { segments, meta } = ctx;
+  relayout(ctx);
   const segs = pickGenerations(ctx);
   segments.segs = [...segs];
+  const rebuilt = meta.get(REBUILD_KEY);
   if (segs.length === 0) {
     segments.seg = segments.create(1);
     segments.size = 0;
+    if (rebuilt !== undefined) ctx.root.transactionSync(() => meta.removeSync(REBUILD_KEY));
   } else {
-    const [cpSeg, cpOff] = (ctx.meta.get(CHECKPOINT) ?? `${segs[0]}:0`).split(':').map(Number) as [number, number];
+    const [cpSeg, cpOff] = (meta.get(CHECKPOINT) ?? `${segs[0]}:0`).split(':').map(Number) as [number, number];
+    const until = rebuilt === undefined ? undefined : (rebuilt.split(':').map(Number) as [number, number]);
     for (const n of segs) {
       if (n < cpSeg) continue;
       const last = n === segs[segs.length - 1];
-      const end = replay(ctx, n, n === cpSeg ? cpOff : 0, last);
+      const end = replay(ctx, n, n === cpSeg ? cpOff : 0, last, until);
       if (last) {
         segments.seg = n;
         segments.size = end;
       }
     }
-    ctx.root.transactionSync(() => ctx.meta.putSync(CHECKPOINT, `${segments.seg}:${segments.size}`));
+    ctx.root.transactionSync(() => {
+      meta.putSync(CHECKPOINT, `${segments.seg}:${segments.size}`);
+      if (rebuilt !== undefined) meta.removeSync(REBUILD_KEY);
+    });
   }
   eventLogBytes.set(
     fs
@@ -76,6 +99,31 @@ export function recover(ctx: RecoveryContext): string {
       .reduce((a, f) => a + fs.statSync(path.join(segments.dir, f)).size, 0),
   );
   return `${segments.seg}:${segments.size}`;
+}
+
+/**
+ * An index and lists of another layout than INDEX_LAYOUT (or of none recorded: before layouts were)
+ * are removed, in one transaction with the checkpoint, which goes too: the replay that follows
+ * rebuilds them from the whole log. How far the old index went is kept (REBUILD_KEY): the feed
+ * entries and positions of the records up to there are stored, and are not recorded again.
+ */
+function relayout(ctx: RecoveryContext): void {
+  const { meta } = ctx;
+  if (meta.get(LAYOUT_KEY) === INDEX_LAYOUT) return;
+  // A rebuild that a stop cut short keeps its mark: the feed entries go as far as it says.
+  const covered = meta.get(REBUILD_KEY) ?? meta.get(CHECKPOINT);
+  ctx.root.transactionSync(() => {
+    ctx.index.clearSync();
+    ctx.effects.clear();
+    meta.removeSync(CHECKPOINT);
+    if (covered !== undefined) meta.putSync(REBUILD_KEY, covered);
+    meta.putSync(LAYOUT_KEY, INDEX_LAYOUT);
+  });
+  if (covered !== undefined) {
+    ctx.warn?.(
+      `event log: rebuilding the event index and lists from the log, in their new layout (${INDEX_LAYOUT}); the start takes as long as reading the log once`,
+    );
+  }
 }
 
 /**
@@ -199,16 +247,19 @@ function partsOf(k: string): { tenant: string; kind: KindSegment; key: string } 
 }
 
 /**
- * Applies segment `n` from `from` to the index, and records the effects of its records again;
- * returns where its last whole record ends.
+ * Applies segment `n` from `from` to the index, and records the effects of its records again (of
+ * those before `until`, a rebuild's, the lists only: see `relayout`); returns where its last whole
+ * record ends.
  */
-function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): number {
+function replay(ctx: RecoveryContext, n: number, from: number, last: boolean, until?: readonly [number, number]): number {
   const { index, segments, effects } = ctx;
   const fd = segments.fdOf(n);
   const fileSize = fs.fstatSync(fd).size;
   let at = from;
   let batch: (() => void)[] = [];
   let changes: EventChange[] = [];
+  /** Whether the batch's changes record their feed entries and positions (not before `until`). */
+  let telemetry = true;
   const apply = () => {
     if (batch.length === 0) return;
     const todo = batch;
@@ -219,7 +270,7 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     let stored: ReturnType<EventEffects['apply']> = [];
     ctx.root.transactionSync(() => {
       todo.forEach((f) => f());
-      stored = effects.apply(done);
+      stored = effects.apply(done, Date.now(), telemetry);
       ctx.meta.putSync(CHECKPOINT, checkpoint);
     });
     effects.committed(stored);
@@ -247,6 +298,12 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean): n
     const len = body.length;
     const kb = body.readUInt16LE(1);
     const k = body.toString('utf8', 3, 3 + kb);
+    const covered = until !== undefined && (n < until[0] || (n === until[0] && at < until[1]));
+    if (covered === telemetry) {
+      // A batch records the feed entries and positions of all its changes or of none.
+      apply();
+      telemetry = !covered;
+    }
     if (isPut(body[0])) {
       const doc = docStart(body[0], kb);
       const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + doc, len: len - doc });

@@ -41,8 +41,9 @@ import {
 } from '@otm/core';
 import { prefixOf, ranksToTry } from '../keys.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
-import { EventEffects, binaryDb, keyCodecOf, putChange, type EventChange, type TelemetryEffects } from './effects.js';
+import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
+import { binaryDb, indexKeyCodec } from './index-keys.js';
 import { IndexEntry, IndexWriter, type IndexOp, type Pos } from './index-writer.js';
 import { eventLogRecords } from './metrics.js';
 import { encodeRecords } from './record.js';
@@ -89,8 +90,8 @@ export class LogEventStore implements EventStore {
   private closed = false;
 
   constructor(private readonly opts: EventLogOptions) {
-    // Keys encoded as lmdb-js encodes strings, compared with LMDB's memcmp (effects.ts keyCodecOf).
-    this.index = opts.root.openDB<Buffer, string>(binaryDb('event-index', keyCodecOf(opts.root)));
+    // String keys, a UUID in them as its 16 bytes, compared with LMDB's memcmp (index-keys.ts).
+    this.index = opts.root.openDB<Buffer, string>(binaryDb('event-index', indexKeyCodec(opts.root)));
     this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
     this.keepsTelemetryEffects = opts.telemetryEffects !== undefined;
     this.effects = new EventEffects(opts.root, opts.telemetryEffects);

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { DocumentWrite, FeedEntry, LatestPosition, ListScan, TrackPoint, TrackScan } from '@otm/core';
-import { binaryDb, decodeVehicleEntry, keyCodecOf } from '../../src/event-log/effects.js';
+import { binaryDb, decodeVehicleEntry, keyCodecOf, vehicleBase } from '../../src/event-log/effects.js';
 import { INDEX_CHUNK } from '../../src/event-log/index-writer.js';
 import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
 
@@ -224,10 +224,10 @@ describe('event log tracks, lists, positions and feed', () => {
       put('bare', location('bare', V1, T0 + 6000, 10, 20, { geoReference: { type: 'latLonPointGeoReference', lat: 10, lon: 20 } })),
     ]);
     await indexed(s);
-    const effects = (s.events as unknown as { effects: { byVehicle: { getRange(o: object): Iterable<{ key: string; value: Buffer }> } } })
+    const effects = (s.events as unknown as { effects: { byVehicle: { getRange(o: object): Iterable<{ key: Buffer; value: Buffer }> } } })
       .effects;
-    const base = `t|${V1}|`;
-    const entries = [...effects.byVehicle.getRange({ start: base, end: `${base}~` })].map((e) =>
+    const base = vehicleBase('t', V1);
+    const entries = [...effects.byVehicle.getRange({ start: base, end: Buffer.concat([base, Buffer.from([255])]) })].map((e) =>
       decodeVehicleEntry(e.key, base.length, e.value),
     );
     expect(entries).toEqual([
