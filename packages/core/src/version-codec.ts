@@ -33,6 +33,36 @@ class BytesVersion implements StoredDocument {
   }
 }
 
+/**
+ * `bytes` in memory of their own, copied if they are a view of a larger buffer. Whatever a cache
+ * keeps for long must be: a small Buffer made from a string is a slice of Node's 8 KiB pool, and
+ * one read from a socket (ioredis) a slice of the chunk it arrived in, so a cached document of
+ * 600 bytes would keep 8 or 64 KiB alive, and a cache bounded by its documents' sizes would hold
+ * many times that in buffers. `Buffer.allocUnsafeSlow` never takes from the pool.
+ */
+export function ownedBytes(bytes: Buffer): Buffer {
+  if (bytes.byteOffset === 0 && bytes.buffer.byteLength === bytes.length) return bytes;
+  const own = Buffer.allocUnsafeSlow(bytes.length);
+  bytes.copy(own);
+  return own;
+}
+
+/** The UTF-8 bytes of `text` in memory of their own (see `ownedBytes`). */
+export function ownedUtf8(text: string): Buffer {
+  const own = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  own.write(text);
+  return own;
+}
+
+/** `doc` with its bytes in memory of their own, for keeping in a cache (see `ownedBytes`). */
+export function ownedVersion(doc: StoredDocument): StoredDocument {
+  if (doc.bytes === undefined) return doc;
+  const bytes = ownedBytes(doc.bytes);
+  if (bytes === doc.bytes) return doc;
+  if (doc instanceof BytesVersion) return new BytesVersion(doc.kind, doc.key, doc.lifecycleRank, doc.stamp, bytes);
+  return { ...doc, bytes };
+}
+
 export function decodeVersionBytes(kind: KindSegment, key: string, lifecycleRank: number, raw: Buffer): StoredDocument {
   const nl = raw.indexOf(10);
   const [modified, acceptedAt] = raw.toString('latin1', 0, nl).split(' ').map(Number) as [number, number];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeVersion, decodeVersionBytes, encodeVersion } from '../src/index.js';
+import { decodeVersion, decodeVersionBytes, encodeVersion, ownedBytes, ownedUtf8, ownedVersion } from '../src/index.js';
 
 describe('stored versions', () => {
   const json = JSON.stringify({ id: 'k1', name: 'Zoë 🚚 \u00e9\n"quoted"', n: 1.5 });
@@ -28,5 +28,25 @@ describe('stored versions', () => {
     const doc = decodeVersionBytes('vehicles', 'k1', 0, Buffer.from(raw));
     expect(doc.bytes!.equals(Buffer.from(json))).toBe(true);
     expect(doc.json).toBe(doc.json); // decoded once, the same text after
+  });
+
+  it('gives a cache bytes in memory of their own, not a view that keeps a larger buffer alive', () => {
+    const pooled = Buffer.from(json); // a slice of Node's 8 KiB pool
+    expect(pooled.buffer.byteLength).toBeGreaterThan(pooled.length);
+    const own = ownedBytes(pooled);
+    expect(own.equals(pooled)).toBe(true);
+    expect([own.byteOffset, own.buffer.byteLength]).toEqual([0, own.length]);
+    expect(ownedBytes(own)).toBe(own); // already its own: not copied again
+    const utf8 = ownedUtf8(json);
+    expect(utf8.equals(pooled)).toBe(true);
+    expect(utf8.buffer.byteLength).toBe(utf8.length);
+
+    const chunk = Buffer.concat([Buffer.from('*2\r\n'), Buffer.from(raw), Buffer.alloc(60_000)]); // as a socket read
+    const viewed = decodeVersionBytes('trips', 'k1', 2, chunk.subarray(4, 4 + Buffer.byteLength(raw)));
+    const kept = ownedVersion(viewed);
+    expect(kept.bytes!.buffer.byteLength).toBe(kept.bytes!.length);
+    expect([kept.json, kept.kind, kept.key, kept.lifecycleRank, kept.stamp]).toEqual([json, 'trips', 'k1', 2, viewed.stamp]);
+    const plain = { kind: 'trips' as const, key: 'k1', lifecycleRank: 0, json };
+    expect(ownedVersion(plain)).toBe(plain);
   });
 });

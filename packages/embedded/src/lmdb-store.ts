@@ -38,6 +38,7 @@ import {
   decodeVersion,
   encodeVersion,
   LATEST_CACHE_BOUNDS,
+  ownedUtf8,
   type ChangeFeed,
   type EntityStore,
   type EntityTx,
@@ -335,7 +336,8 @@ class LmdbEntityStore implements EntityStore {
     if (doc === undefined || lifecycleRank !== undefined) return doc;
     // Kept with its UTF-8 bytes, which a GET answers as they are (a string answer is joined with
     // the headers and encoded again on every send: three passes over the document).
-    const cached: StoredDocument = { ...doc, bytes: Buffer.from(doc.json) };
+    // In memory of their own: a slice of Node's buffer pool would keep 8 KiB alive for each (ownedUtf8).
+    const cached: StoredDocument = { ...doc, bytes: ownedUtf8(doc.json) };
     this.latest.set(prefix, cached);
     return cached;
   }

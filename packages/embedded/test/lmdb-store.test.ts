@@ -41,6 +41,16 @@ describe('LMDB stores', () => {
     expect((await s.entities.get('t', 'actions', 'k1'))?.stamp).toEqual({ modified: 0, acceptedAt: 1 });
   });
 
+  it('keeps a read latest version with its bytes in memory of their own', async () => {
+    const { s } = fresh();
+    await write(s, [put('t', 'k1', 0, '{"v":"cached"}')]);
+    const first = await s.entities.get('t', 'actions', 'k1');
+    expect(await s.entities.get('t', 'actions', 'k1')).toBe(first); // from the cache
+    // Not a slice of Node's 8 KiB buffer pool, which a cached document would keep alive.
+    expect(first!.bytes!.toString()).toBe('{"v":"cached"}');
+    expect(first!.bytes!.buffer.byteLength).toBe(first!.bytes!.length);
+  });
+
   it('lets a unit read its own writes, and writes nothing when it throws', async () => {
     const { s } = fresh();
     await expect(

@@ -28,7 +28,7 @@
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { LATEST_CACHE_BOUNDS, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, ownedVersion, type StoredDocument } from '@otm/core';
 import { entityCacheReads, entityCacheTracking } from './metrics.js';
 
 const CHANNEL = '__redis__:invalidate';
@@ -123,8 +123,11 @@ export class TrackedCache {
     f.n++;
     try {
       const doc = await read(true);
-      if (doc !== undefined && !f.stale && session === this.session && this.live) this.latest.set(key, doc);
-      return doc;
+      if (doc === undefined || f.stale || session !== this.session || !this.live) return doc;
+      // Kept in memory of its own: ioredis answers with a view of the socket chunk the reply came in.
+      const kept = ownedVersion(doc);
+      this.latest.set(key, kept);
+      return kept;
     } finally {
       if (--f.n === 0 && this.reading.get(key) === f) this.reading.delete(key);
     }

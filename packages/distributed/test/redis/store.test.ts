@@ -168,6 +168,8 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
         const first = await a.get('t', 'trips', key);
         expect(first?.json).toBe('{"v":1}');
         expect(await a.get('t', 'trips', key)).toBe(first); // the same object: not read from Redis again
+        // Kept in memory of its own, not as a view of the socket chunk the reply came in.
+        expect(first!.bytes!.buffer.byteLength).toBe(first!.bytes!.length);
         expect([await reads('hit'), await reads('miss')]).toEqual([hits + 1, misses + 1]);
         // Another process's unit, then a client that is not a store at all.
         await b.unit(async (tx) => tx.put('t', version(key, 2)));
