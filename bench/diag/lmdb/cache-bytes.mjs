@@ -4,8 +4,8 @@
  * N trips of about 600 bytes are written, then each is read once by GET's path (`entities.get`),
  * and between two reads the script makes a few small Buffers as a request's handling does (a
  * header, a log line, a reply): what a server's other work takes from Node's 8 KiB buffer pool.
- * Printed: `process.memoryUsage().arrayBuffers` (the buffers outside the heap) before and after the
- * reads, after a full collection, and that growth per cached document.
+ * Printed: `process.memoryUsage().arrayBuffers` (the buffers outside the heap) and `heapUsed` before
+ * and after the reads, each after a full collection, and their growth per cached document.
  *
  * After `npm run build`:
  *
@@ -38,6 +38,8 @@ try {
     });
   }
   const external = () => (globalThis.gc(), process.memoryUsage().arrayBuffers);
+  const heap = () => (globalThis.gc(), process.memoryUsage().heapUsed);
+  const heapBefore = heap();
   const before = external();
   const others = [];
   let bytes = 0;
@@ -54,10 +56,14 @@ try {
   }
   others.length = 0;
   const after = external();
+  const heapAfter = heap();
   const mb = (n) => `${(n / 1024 / 1024).toFixed(1)} MB`;
   console.log(`${N} trips read once each, ${mb(bytes)} of documents, ${OTHER} other bytes from the pool between two reads`);
   console.log(
     `buffers outside the heap: ${mb(before)} before the reads, ${mb(after)} after: ${((after - before) / N).toFixed(0)} bytes a cached document`,
+  );
+  console.log(
+    `V8's heap (used): ${mb(heapBefore)} before, ${mb(heapAfter)} after: ${((heapAfter - heapBefore) / N).toFixed(0)} bytes a cached document`,
   );
 } finally {
   await stores.close();

@@ -54,14 +54,37 @@ export function ownedUtf8(text: string): Buffer {
   return own;
 }
 
-/** `doc` with its bytes in memory of their own, for keeping in a cache (see `ownedBytes`). */
-export function ownedVersion(doc: StoredDocument): StoredDocument {
-  if (doc.bytes === undefined) return doc;
-  const bytes = ownedBytes(doc.bytes);
-  if (bytes === doc.bytes) return doc;
-  if (doc instanceof BytesVersion) return new BytesVersion(doc.kind, doc.key, doc.lifecycleRank, doc.stamp, bytes);
-  return { ...doc, bytes };
+/**
+ * A version as a cache keeps it: its UTF-8 bytes alone, in memory of their own, its text decoded
+ * each time something asks for `json` and not kept (GET answers the bytes; the text kept beside
+ * them would double what each cached document costs).
+ */
+class KeptVersion implements StoredDocument {
+  constructor(
+    readonly kind: KindSegment,
+    readonly key: string,
+    readonly lifecycleRank: number,
+    readonly stamp: VersionStamp | undefined,
+    readonly bytes: Buffer,
+  ) {}
+
+  get json(): string {
+    return this.bytes.toString('utf8');
+  }
 }
+
+/**
+ * `doc` as a cache of latest versions keeps it (both stores' caches): its bytes in memory of
+ * their own (see `ownedBytes`), its text not kept, nor its `value`.
+ */
+export function keptVersion(doc: StoredDocument): StoredDocument {
+  if (doc instanceof KeptVersion) return doc;
+  const bytes = doc.bytes === undefined ? ownedUtf8(doc.json) : ownedBytes(doc.bytes);
+  return new KeptVersion(doc.kind, doc.key, doc.lifecycleRank, doc.stamp, bytes);
+}
+
+/** What a document kept by `keptVersion` costs its cache: its bytes and about 100 more. */
+export const keptSize = (doc: StoredDocument): number => (doc.bytes?.length ?? doc.json.length) + 100;
 
 export function decodeVersionBytes(kind: KindSegment, key: string, lifecycleRank: number, raw: Buffer): StoredDocument {
   const nl = raw.indexOf(10);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decodeVersion, decodeVersionBytes, encodeVersion, ownedBytes, ownedUtf8, ownedVersion } from '../src/index.js';
+import { decodeVersion, decodeVersionBytes, encodeVersion, keptSize, keptVersion, ownedBytes, ownedUtf8 } from '../src/index.js';
 
 describe('stored versions', () => {
   const json = JSON.stringify({ id: 'k1', name: 'Zoë 🚚 \u00e9\n"quoted"', n: 1.5 });
@@ -43,10 +43,17 @@ describe('stored versions', () => {
 
     const chunk = Buffer.concat([Buffer.from('*2\r\n'), Buffer.from(raw), Buffer.alloc(60_000)]); // as a socket read
     const viewed = decodeVersionBytes('trips', 'k1', 2, chunk.subarray(4, 4 + Buffer.byteLength(raw)));
-    const kept = ownedVersion(viewed);
+    const kept = keptVersion(viewed);
     expect(kept.bytes!.buffer.byteLength).toBe(kept.bytes!.length);
     expect([kept.json, kept.kind, kept.key, kept.lifecycleRank, kept.stamp]).toEqual([json, 'trips', 'k1', 2, viewed.stamp]);
-    const plain = { kind: 'trips' as const, key: 'k1', lifecycleRank: 0, json };
-    expect(ownedVersion(plain)).toBe(plain);
+    expect(keptVersion(kept)).toBe(kept);
+    expect(keptSize(kept)).toBe(Buffer.byteLength(json) + 100);
+    // A document read as text is kept as its bytes alone, its text made again when asked for.
+    const plain = { kind: 'trips' as const, key: 'k1', lifecycleRank: 0, json, value: { id: 'k1' } };
+    const keptPlain = keptVersion(plain);
+    expect(keptPlain.bytes!.equals(Buffer.from(json))).toBe(true);
+    expect(keptPlain.bytes!.buffer.byteLength).toBe(keptPlain.bytes!.length);
+    expect(keptPlain.json).toBe(json);
+    expect(Object.keys(keptPlain)).not.toContain('value');
   });
 });

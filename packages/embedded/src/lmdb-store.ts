@@ -38,7 +38,8 @@ import {
   decodeVersion,
   encodeVersion,
   LATEST_CACHE_BOUNDS,
-  ownedUtf8,
+  keptSize,
+  keptVersion,
   type ChangeFeed,
   type EntityStore,
   type EntityTx,
@@ -253,11 +254,12 @@ class LmdbEntityStore implements EntityStore {
    * cost; carriers poll the same trips over and over. This process
    * is the store's only writer, so the cache stays exact: a unit drops the entries of every entity
    * it wrote once its commit is visible to reads, and only reads made after that can fill them again.
-   * Bounded by entries and by the bytes of the documents it holds (text and UTF-8).
+   * Bounded by entries and by the bytes of the documents it holds (as UTF-8: keptVersion).
    */
   private readonly latest = new LRUCache<string, StoredDocument>({
     ...LATEST_CACHE_BOUNDS,
-    sizeCalculation: (d) => d.json.length + (d.bytes?.length ?? 0) + 100,
+    // Its bytes alone (keptVersion).
+    sizeCalculation: keptSize,
   });
 
   readonly feed: ChangeFeed;
@@ -336,8 +338,9 @@ class LmdbEntityStore implements EntityStore {
     if (doc === undefined || lifecycleRank !== undefined) return doc;
     // Kept with its UTF-8 bytes, which a GET answers as they are (a string answer is joined with
     // the headers and encoded again on every send: three passes over the document).
-    // In memory of their own: a slice of Node's buffer pool would keep 8 KiB alive for each (ownedUtf8).
-    const cached: StoredDocument = { ...doc, bytes: ownedUtf8(doc.json) };
+    // As bytes alone, in memory of their own: a slice of Node's buffer pool would keep 8 KiB alive
+    // for each, and the text beside them would double what each costs (keptVersion).
+    const cached = keptVersion(doc);
     this.latest.set(prefix, cached);
     return cached;
   }

@@ -28,7 +28,7 @@
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { LATEST_CACHE_BOUNDS, ownedVersion, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, keptSize, keptVersion, type StoredDocument } from '@otm/core';
 import { entityCacheReads, entityCacheTracking } from './metrics.js';
 
 const CHANNEL = '__redis__:invalidate';
@@ -47,8 +47,8 @@ interface InFlight {
 export class TrackedCache {
   private readonly latest = new LRUCache<string, StoredDocument>({
     ...LATEST_CACHE_BOUNDS,
-    // A document read from Redis holds its bytes; its text is made only if asked for.
-    sizeCalculation: (d) => (d.bytes?.length ?? d.json.length) + 100,
+    // Its bytes alone (keptVersion).
+    sizeCalculation: keptSize,
   });
   private readonly reading = new Map<string, InFlight>();
   /** Tracking is on for the reading connection and its invalidations reach `listener`. */
@@ -124,8 +124,8 @@ export class TrackedCache {
     try {
       const doc = await read(true);
       if (doc === undefined || f.stale || session !== this.session || !this.live) return doc;
-      // Kept in memory of its own: ioredis answers with a view of the socket chunk the reply came in.
-      const kept = ownedVersion(doc);
+      // Its bytes in memory of their own: ioredis answers with a view of the socket chunk the reply came in.
+      const kept = keptVersion(doc);
       this.latest.set(key, kept);
       return kept;
     } finally {
