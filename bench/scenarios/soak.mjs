@@ -754,7 +754,7 @@ function report(ctx, dep, r) {
     for (const name of ours) {
       const a = first.procs[name];
       const b = last.procs[name];
-      const heap = `heap used ${mbs(a.heapMB)} → ${mbs(b.heapMB)} MB, external ${mbs(a.externalMB)} → ${mbs(b.externalMB)} MB`;
+      const heap = `heap used ${mbs(a.heapMB)} → ${mbs(b.heapMB)} MB (of ${mbs(a.heapTotalMB)} → ${mbs(b.heapTotalMB)} MB taken), external ${mbs(a.externalMB)} → ${mbs(b.externalMB)} MB`;
       const split = `RssAnon ${mbs(a.anonMB)} → ${mbs(b.anonMB)} MB, RssFile ${mbs(a.fileMB)} → ${mbs(b.fileMB)} MB${b.mdbMappedMB !== undefined ? ` (LMDB mapped ${mbs(a.mdbMappedMB)} → ${mbs(b.mdbMappedMB)} MB in ${a.mdbMaps} → ${b.mdbMaps} mappings of the file, on disk ${mbs(a.mdbDiskMB)} → ${mbs(b.mdbDiskMB)} MB)` : ''}`;
       row(
         `soak, ${dep}: RSS of ${name === 'service' ? 'otm serve' : `otm ${name}`}, ${which}`,
@@ -768,7 +768,7 @@ function report(ctx, dep, r) {
           `soak, ${dep}: anonymous memory (RssAnon: heap, buffers; no mapped file) of otm serve, ${which}`,
           b.anonMB,
           a.anonMB,
-          `RSS counts the resident pages of the LMDB file, which grows with the data written, once in each of the mappings lmdb-js keeps of it: page cache the kernel can take back, not the process's own memory; ${heap}`,
+          `RSS counts the resident pages of the LMDB file, which grows with the data written: page cache the kernel can take back, not the process's own memory; ${heap}`,
         );
     }
     if (ours.length > 1) {
