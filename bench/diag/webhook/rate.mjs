@@ -1,8 +1,9 @@
 /**
  * The webhook row of `npm run bench -- --only push` alone, repeated on one service: `events`
  * location events stored once, then each round a subscription (or `subs` of them, one tenant)
- * made from a cursor before them, delivering the backlog to receivers on loopback, against this
- * process POSTing the same bodies one at a time with undici (bench/scenarios/push.mjs). Prints each
+ * made from a cursor before them, delivering the backlog to receivers on loopback, against
+ * the same bodies POSTed one at a time with undici by a process of its own (bench/lib/post-bodies.mjs,
+ * as bench/scenarios/push.mjs does), and by this process (information). Prints each
  * round's changes/s, the baseline's measured right after it, their ratio, and the service's CPU
  * seconds for the round (from /proc).
  *
@@ -19,7 +20,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { Agent, request as undiciRequest } from 'undici';
+import { postFromChild, postHere } from '../../lib/post-bodies.mjs';
 import { EMB_TOKEN, startEmbedded } from '../../lib/services.mjs';
 import { REPO, fmt, log, request, sleep } from '../../lib/util.mjs';
 
@@ -135,33 +136,24 @@ try {
     // Gone before the next round (the backlog is delivered again to a new subscription).
     for (const id of ids) await request(`${emb.url}/api/v5/subscriptions/${id}`, { method: 'DELETE', token: EMB_TOKEN });
 
-    const agent = new Agent({ connections: 1 });
+    // The baseline from a process of its own, as the dispatcher is one (bench/lib/post-bodies.mjs);
+    // from this process (sender and receiver on one event loop) for information.
     const bodies = rxs[0].bodies.slice();
-    const t1 = performance.now();
-    const own0 = process.cpuUsage();
-    for (const body of bodies) {
-      const r = await undiciRequest(rxs[0].url, {
-        method: 'POST',
-        body,
-        headers: { 'content-type': 'application/json' },
-        dispatcher: agent,
-      });
-      await r.body.dump();
-    }
-    const plainS = (performance.now() - t1) / 1000;
-    const own = process.cpuUsage(own0);
-    const plainCpu = (own.user + own.system) / 1e6;
-    await agent.close();
+    const plain = await postFromChild(rxs[0].url, bodies);
+    const here = await postHere(rxs[0].url, bodies);
+    const plainS = plain.seconds;
+    const plainCpu = plain.cpuSeconds;
     const figure = (EVENTS * SUBS) / webhookS;
     const baseline = EVENTS / plainS;
     ratios.push(figure / baseline);
-    // On CPU time, which a busy machine moves less than the clock: this process's CPU a batch
-    // POSTed plainly (sender and receiver on one thread) against the service's main thread's a batch.
+    // On CPU time, which a busy machine moves less than the clock: the baseline process's CPU a
+    // batch POSTed plainly against the service's main thread's a batch.
     cpuRatios.push((plainCpu * SUBS) / mainCpu);
     log(
       `  round ${round}: ${fmt(Math.round(figure))} changes/s (${fmt(webhookS)} s, service CPU ${fmt(cpu)} s, main thread ` +
         `${fmt(mainCpu)} s: ${fmt((mainCpu * 1e6) / (EVENTS * SUBS))} µs a change) vs ${fmt(Math.round(baseline))} plainly ` +
-        `(${fmt(plainS)} s, CPU ${fmt(plainCpu)} s): ${(figure / baseline).toFixed(2)}×, on CPU ${((plainCpu * SUBS) / mainCpu).toFixed(2)}×`,
+        `(${fmt(plainS)} s, CPU ${fmt(plainCpu)} s): ${(figure / baseline).toFixed(2)}×, on CPU ${((plainCpu * SUBS) / mainCpu).toFixed(2)}×; ` +
+        `POSTed from this process ${fmt(here.seconds)} s: ${(figure / (EVENTS / here.seconds)).toFixed(2)}× that`,
     );
     await sleep(300);
   }
