@@ -223,7 +223,8 @@ function diskMB(dir, re) {
 
 /**
  * prom-client's gauges of a node process (GET /metrics): { heapMB, heapTotalMB, externalMB,
- * loopP99Ms }, or undefined. prom-client resets its event-loop delay histogram at each scrape, so
+ * loopP99Ms, cacheMB, cacheEntries } (the last two: its cache of latest versions, NaN in a process
+ * without one), or undefined. prom-client resets its event-loop delay histogram at each scrape, so
  * `loopP99Ms` is of the time since the previous one (the period, as scraped once a period).
  */
 async function metricsOf(url) {
@@ -236,6 +237,8 @@ async function metricsOf(url) {
       heapTotalMB: g('nodejs_heap_size_total_bytes') / MB,
       externalMB: g('nodejs_external_memory_bytes') / MB,
       loopP99Ms: g('nodejs_eventloop_lag_p99_seconds') * 1000,
+      cacheMB: g('otm_entity_cache_bytes') / MB,
+      cacheEntries: g('otm_entity_cache_entries'),
     };
   } catch {
     return undefined;
@@ -754,7 +757,11 @@ function report(ctx, dep, r) {
     for (const name of ours) {
       const a = first.procs[name];
       const b = last.procs[name];
-      const heap = `heap used ${mbs(a.heapMB)} → ${mbs(b.heapMB)} MB (of ${mbs(a.heapTotalMB)} → ${mbs(b.heapTotalMB)} MB taken), external ${mbs(a.externalMB)} → ${mbs(b.externalMB)} MB`;
+      const cache =
+        b.cacheEntries > 0
+          ? `; the cache of latest versions ${fmt(a.cacheEntries, 0)} → ${fmt(b.cacheEntries, 0)} documents, ${mbs(a.cacheMB)} → ${mbs(b.cacheMB)} MB of its bound`
+          : '';
+      const heap = `heap used ${mbs(a.heapMB)} → ${mbs(b.heapMB)} MB (of ${mbs(a.heapTotalMB)} → ${mbs(b.heapTotalMB)} MB taken), external ${mbs(a.externalMB)} → ${mbs(b.externalMB)} MB${cache}`;
       const split = `RssAnon ${mbs(a.anonMB)} → ${mbs(b.anonMB)} MB, RssFile ${mbs(a.fileMB)} → ${mbs(b.fileMB)} MB${b.mdbMappedMB !== undefined ? ` (LMDB mapped ${mbs(a.mdbMappedMB)} → ${mbs(b.mdbMappedMB)} MB in ${a.mdbMaps} → ${b.mdbMaps} mappings of the file, on disk ${mbs(a.mdbDiskMB)} → ${mbs(b.mdbDiskMB)} MB)` : ''}`;
       row(
         `soak, ${dep}: RSS of ${name === 'service' ? 'otm serve' : `otm ${name}`}, ${which}`,

@@ -118,3 +118,37 @@ export const streamsOpen = new Gauge({
   help: 'Server-Sent Events streams (GET /api/v5/stream) open in this process, over all tenants',
   registers: [registry],
 });
+
+/** The caches of latest versions of this process (the entity stores' `latest`), for the gauges below. */
+const latestCaches = new Set<{ readonly size: number; readonly calculatedSize: number }>();
+
+/**
+ * Counts `cache` (an lru-cache with a `sizeCalculation`) in `otm_entity_cache_entries` and
+ * `otm_entity_cache_bytes` from now on; the answer stops counting it (a store's close).
+ */
+export function watchLatestCache(cache: { readonly size: number; readonly calculatedSize: number }): () => void {
+  latestCaches.add(cache);
+  return () => latestCaches.delete(cache);
+}
+
+export const entityCacheEntries = new Gauge({
+  name: 'otm_entity_cache_entries',
+  help: 'Documents in the caches of latest versions of this process (at most 10,000 a store)',
+  registers: [registry],
+  collect() {
+    let n = 0;
+    for (const c of latestCaches) n += c.size;
+    this.set(n);
+  },
+});
+
+export const entityCacheBytes = new Gauge({
+  name: 'otm_entity_cache_bytes',
+  help: "Bytes those documents count against their cache's bound (their UTF-8 bytes and 100 each; at most 16 MiB a store)",
+  registers: [registry],
+  collect() {
+    let n = 0;
+    for (const c of latestCaches) n += c.calculatedSize;
+    this.set(n);
+  },
+});

@@ -40,6 +40,7 @@ import {
   LATEST_CACHE_BOUNDS,
   keptSize,
   keptVersion,
+  watchLatestCache,
   type ChangeFeed,
   type EntityStore,
   type EntityTx,
@@ -261,6 +262,8 @@ class LmdbEntityStore implements EntityStore {
     // Its bytes alone (keptVersion).
     sizeCalculation: keptSize,
   });
+  /** Stops counting `latest` in the cache gauges (otm_entity_cache_*). */
+  private readonly unwatch = watchLatestCache(this.latest);
 
   readonly feed: ChangeFeed;
   readonly positions: PositionReader;
@@ -415,7 +418,10 @@ class LmdbEntityStore implements EntityStore {
     return Promise.resolve(true);
   }
 
-  async close(): Promise<void> {}
+  // eslint-disable-next-line @typescript-eslint/require-await -- async: as the port says
+  async close(): Promise<void> {
+    this.unwatch();
+  }
 }
 
 export interface EmbeddedStores {
@@ -512,8 +518,9 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
   const timer = setInterval(sweepNow, FEED_SWEEP_MS);
   timer.unref();
   sweepNow();
+  const entities = new LmdbEntityStore(dbs, shared, () => events.settled());
   return {
-    entities: new LmdbEntityStore(dbs, shared, () => events.settled()),
+    entities,
     events,
     subscriptions: new LmdbSubscriptionStore(root, db('subscriptions'), db('subscription-deliveries')),
     apiKeys: apiKeyStoreOf(root),
@@ -522,6 +529,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       try {
         clearInterval(timer);
         await sweeping.catch(() => {});
+        await entities.close();
         await events.close();
         await root.flushed;
         await root.close();

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { AdapterError } from '@otm/core';
+import { AdapterError, entityCacheBytes, entityCacheEntries } from '@otm/core';
 import { openEmbeddedStores, type EmbeddedStores } from '../src/index.js';
 
 const dirs: string[] = [];
@@ -49,6 +49,17 @@ describe('LMDB stores', () => {
     // Not a slice of Node's 8 KiB buffer pool, which a cached document would keep alive.
     expect(first!.bytes!.toString()).toBe('{"v":"cached"}');
     expect(first!.bytes!.buffer.byteLength).toBe(first!.bytes!.length);
+  });
+
+  it('counts its cache of latest versions in otm_entity_cache_entries and otm_entity_cache_bytes', async () => {
+    const gauge = async (g: typeof entityCacheEntries) => (await g.get()).values[0]?.value ?? 0;
+    const { s } = fresh();
+    const [entries, bytes] = [await gauge(entityCacheEntries), await gauge(entityCacheBytes)];
+    await write(s, [put('t', 'k1', 0, '{"v":"cached"}'), put('t', 'k2', 0, '{"v":"not read"}')]);
+    await s.entities.get('t', 'actions', 'k1');
+    expect([await gauge(entityCacheEntries), await gauge(entityCacheBytes)]).toEqual([entries + 1, bytes + 14 + 100]);
+    await s.close();
+    expect([await gauge(entityCacheEntries), await gauge(entityCacheBytes)]).toEqual([entries, bytes]);
   });
 
   it('lets a unit read its own writes, and writes nothing when it throws', async () => {

@@ -28,7 +28,7 @@
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { LATEST_CACHE_BOUNDS, keptSize, keptVersion, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, keptSize, keptVersion, watchLatestCache, type StoredDocument } from '@otm/core';
 import { entityCacheReads, entityCacheTracking } from './metrics.js';
 
 const CHANNEL = '__redis__:invalidate';
@@ -50,6 +50,8 @@ export class TrackedCache {
     // Its bytes alone (keptVersion).
     sizeCalculation: keptSize,
   });
+  /** Stops counting `latest` in the cache gauges (otm_entity_cache_*). */
+  private readonly unwatch = watchLatestCache(this.latest);
   private readonly reading = new Map<string, InFlight>();
   /** Tracking is on for the reading connection and its invalidations reach `listener`. */
   private live = false;
@@ -142,6 +144,7 @@ export class TrackedCache {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.unwatch();
     this.lapse();
     await this.listener.quit().catch(() => this.listener.disconnect());
   }
