@@ -131,14 +131,18 @@ export function watchLatestCache(cache: { readonly size: number; readonly calcul
   return () => latestCaches.delete(cache);
 }
 
+const sumOfCaches = (what: 'size' | 'calculatedSize'): number => {
+  let n = 0;
+  for (const c of latestCaches) n += c[what];
+  return n;
+};
+
 export const entityCacheEntries = new Gauge({
   name: 'otm_entity_cache_entries',
   help: 'Documents in the caches of latest versions of this process (at most 10,000 a store)',
   registers: [registry],
   collect() {
-    let n = 0;
-    for (const c of latestCaches) n += c.size;
-    this.set(n);
+    this.set(sumOfCaches('size'));
   },
 });
 
@@ -147,8 +151,6 @@ export const entityCacheBytes = new Gauge({
   help: "Bytes those documents count against their cache's bound (their UTF-8 bytes and 100 each; at most 16 MiB a store)",
   registers: [registry],
   collect() {
-    let n = 0;
-    for (const c of latestCaches) n += c.calculatedSize;
-    this.set(n);
+    this.set(sumOfCaches('calculatedSize'));
   },
 });
