@@ -2,6 +2,7 @@ export { Query, type QueryDeps } from './query.js';
 export { Finder, changeItem, type FindDeps } from './find.js';
 export { registerQueryRoutes, type QueryRouteOptions } from './routes.js';
 export {
+  MemoryStreamSlots,
   StreamHub,
   StreamTickets,
   TICKET_TTL_MS,
