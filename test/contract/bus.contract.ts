@@ -10,8 +10,9 @@
  * subscribed group, in publish order per key, at least once; a failing batch is never committed.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OtmServiceError, type Bus, type Envelope, type Subscription, type Topic } from '@otm/core';
+import { openedPerTest } from './fixture.js';
 
 export interface BusFixture {
   /** The bus under test (publishes and subscribes). */
@@ -68,12 +69,7 @@ const fail = (retryable: boolean) =>
  */
 export function busContract(name: string, factory: () => Promise<BusFixture>, opts: { groupMembers?: boolean } = {}): void {
   describe(`Bus contract: ${name}`, () => {
-    let fx: BusFixture | undefined;
-    const open = async () => (fx = await factory());
-    afterEach(async () => {
-      await fx?.close();
-      fx = undefined;
-    });
+    const open = openedPerTest(factory);
 
     it('applies every message whose publish resolved, in publish order per key', async () => {
       const f = await open();

@@ -4,9 +4,10 @@
  * work that read their own writes and commit all or nothing, holders, pending effects in order.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EntityStore, PendingEffect, StoredDocument, VersionStamp } from '@otm/core';
 import type { KindSegment } from '@otm/model';
+import { openedPerTest } from './fixture.js';
 
 export interface EntityStoreFixture {
   readonly store: EntityStore;
@@ -26,12 +27,7 @@ const body = (d: StoredDocument | undefined) => (d ? (JSON.parse(d.json) as Reco
 
 export function entityStoreContract(name: string, factory: () => Promise<EntityStoreFixture>): void {
   describe(`EntityStore contract: ${name}`, () => {
-    let fx: EntityStoreFixture | undefined;
-    const open = async () => (fx = await factory());
-    afterEach(async () => {
-      await fx?.close();
-      fx = undefined;
-    });
+    const open = openedPerTest(factory);
 
     it('keeps every lifecycle version with its stamp and answers the latest unless asked', async () => {
       const { store } = await open();

@@ -4,8 +4,9 @@
  * every version, idempotent replays.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DocumentWrite, EventStore } from '@otm/core';
+import { openedPerTest } from './fixture.js';
 
 export interface EventStoreFixture {
   readonly store: EventStore;
@@ -34,12 +35,7 @@ const del = (tenant: string, key: string): DocumentWrite => ({ op: 'delete', ten
  */
 export function eventStoreContract(name: string, factory: () => Promise<EventStoreFixture>, opts: { appliesInCallOrder: boolean }): void {
   describe(`EventStore contract: ${name}`, () => {
-    let fx: EventStoreFixture | undefined;
-    const open = async () => (fx = await factory());
-    afterEach(async () => {
-      await fx?.close();
-      fx = undefined;
-    });
+    const open = openedPerTest(factory);
 
     it('returns what was written, byte for byte, and nothing for an unknown id', async () => {
       const { store } = await open();

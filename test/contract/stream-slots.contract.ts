@@ -7,8 +7,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { StreamSlot, StreamSlots } from '@otm/core';
+import { openedPerTest } from './fixture.js';
 
 export interface StreamSlotsFixture {
   readonly slots: StreamSlots;
@@ -20,12 +21,7 @@ export interface StreamSlotsFixture {
 /** `shared`: the adapter is one count for several processes (its fixture gives `other`). */
 export function streamSlotsContract(name: string, open: () => Promise<StreamSlotsFixture>, opts: { shared: boolean }): void {
   describe(`StreamSlots contract: ${name}`, () => {
-    let f: StreamSlotsFixture | undefined;
-    const fixture = async () => (f = await open());
-    afterEach(async () => {
-      await f?.close();
-      f = undefined;
-    });
+    const fixture = openedPerTest(open);
     /** A token's reference (never a token: `StreamTickets.ref`), fresh for each test. */
     const owner = () => `ref-${randomUUID()}`;
     const slot = (o: string): StreamSlot => ({ owner: o, id: randomUUID() });

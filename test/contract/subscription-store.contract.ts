@@ -5,8 +5,9 @@
  * attempts, leases, and durability across a reopen.
  */
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DeliveryAttempt, SubscriptionStore, WebhookSubscription } from '@otm/core';
+import { openedPerTest } from './fixture.js';
 
 export interface SubscriptionStoreFixture {
   readonly store: SubscriptionStore;
@@ -42,12 +43,7 @@ const attempt = (n: number, outcome: DeliveryAttempt['outcome'] = 'delivered', a
 
 export function subscriptionStoreContract(name: string, factory: () => Promise<SubscriptionStoreFixture>): void {
   describe(`SubscriptionStore contract: ${name}`, () => {
-    let fx: SubscriptionStoreFixture | undefined;
-    const open = async () => (fx = await factory());
-    afterEach(async () => {
-      await fx?.close();
-      fx = undefined;
-    });
+    const open = openedPerTest(factory);
 
     it('keeps subscriptions per tenant, oldest first, up to the limit; deletes them with their deliveries', async () => {
       const { store } = await open();
