@@ -86,7 +86,9 @@ export function streamSlotsContract(name: string, open: () => Promise<StreamSlot
       expect(await slots.acquire(slot(a), 2, TTL)).toBe(false);
       expect(await slots.acquire(slot(b), 2, TTL)).toBe(false);
       expect(await slots.acquire(slot(b), 3, TTL)).toBe(true);
-      await slots.renew([], TTL); // nothing to renew: nothing happens
+      await slots.renew([], TTL); // nothing to renew: the counts stay as they are
+      expect(await slots.acquire(slot(b), 3, TTL)).toBe(false);
+      expect(await slots.acquire(slot(a), 2, TTL)).toBe(false);
     });
 
     if (!opts.shared) return;

@@ -1,10 +1,8 @@
 /** The StreamSlots contract against the process's own slots (query's MemoryStreamSlots) and Redis's. */
-import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe } from 'vitest';
 import { RedisStreamSlots } from '@otm/distributed';
 import { MemoryStreamSlots } from '@otm/query';
-import { integrationEnabled, requireServices, startRedis, type RedisService } from '../infra/services.js';
+import { onOwnRedis, removeKeys, testPrefix } from './fixture.js';
 import { streamSlotsContract } from './stream-slots.contract.js';
 
 streamSlotsContract(
@@ -16,31 +14,20 @@ streamSlotsContract(
   { shared: false },
 );
 
-const enabled = integrationEnabled('StreamSlots contract: Redis');
-describe.skipIf(!enabled)('on Redis', () => {
-  let redis: RedisService;
-  beforeAll(async () => {
-    requireServices(['redis']);
-    redis = await startRedis();
-  });
-  afterAll(async () => {
-    await redis?.stop();
-  });
-
+onOwnRedis('StreamSlots contract: Redis', (url) => {
   streamSlotsContract(
     'Redis (RedisStreamSlots)',
     async () => {
-      // Its own key prefix; two connections, as two query processes would have.
-      const prefix = `otm-test-${randomUUID().slice(0, 8)}`;
-      const [a, b] = [new Redis(redis.url), new Redis(redis.url)];
+      // Two connections, as two query processes would have.
+      const prefix = testPrefix();
+      const [a, b] = [new Redis(url()), new Redis(url())];
       return {
         slots: new RedisStreamSlots(a, prefix),
         other: new RedisStreamSlots(b, prefix),
         close: async () => {
-          const keys = await a.keys(`${prefix}:*`);
-          if (keys.length > 0) await a.del(...keys);
           a.disconnect();
           b.disconnect();
+          await removeKeys(url(), prefix);
         },
       };
     },

@@ -131,26 +131,27 @@ export function watchLatestCache(cache: { readonly size: number; readonly calcul
   return () => latestCaches.delete(cache);
 }
 
-const sumOfCaches = (what: 'size' | 'calculatedSize'): number => {
-  let n = 0;
-  for (const c of latestCaches) n += c[what];
-  return n;
-};
+/** A gauge of the caches of latest versions: the sum of `what` over them, read at each scrape. */
+const cacheGauge = (name: string, help: string, what: 'size' | 'calculatedSize') =>
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      let n = 0;
+      for (const c of latestCaches) n += c[what];
+      this.set(n);
+    },
+  });
 
-export const entityCacheEntries = new Gauge({
-  name: 'otm_entity_cache_entries',
-  help: 'Documents in the caches of latest versions of this process (at most 10,000 a store)',
-  registers: [registry],
-  collect() {
-    this.set(sumOfCaches('size'));
-  },
-});
+export const entityCacheEntries = cacheGauge(
+  'otm_entity_cache_entries',
+  'Documents in the caches of latest versions of this process (at most 10,000 a store)',
+  'size',
+);
 
-export const entityCacheBytes = new Gauge({
-  name: 'otm_entity_cache_bytes',
-  help: "Bytes those documents count against their cache's bound (their UTF-8 bytes and 100 each; at most 16 MiB a store)",
-  registers: [registry],
-  collect() {
-    this.set(sumOfCaches('calculatedSize'));
-  },
-});
+export const entityCacheBytes = cacheGauge(
+  'otm_entity_cache_bytes',
+  "Bytes those documents count against their cache's bound (their UTF-8 bytes and 100 each; at most 16 MiB a store)",
+  'calculatedSize',
+);

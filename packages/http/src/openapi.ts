@@ -43,6 +43,16 @@ const EXAMPLE_IDS = {
 } as const;
 const point = (lat: number, lon: number) => ({ type: 'latLonPointGeoReference', lat, lon });
 const refTo = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
+/** The trip's first stop, also the example of an action. */
+const stopExample = {
+  actionType: 'stop',
+  id: EXAMPLE_IDS.action,
+  lifecycle: 'planned',
+  sequenceNr: 1,
+  location: refTo('location', EXAMPLE_IDS.location),
+  startTime: '2026-11-23T06:00:00Z',
+  endTime: '2026-11-23T06:30:00Z',
+};
 const goodsExample = {
   entityType: 'goods',
   type: 'items',
@@ -100,15 +110,7 @@ const KIND_EXAMPLES: Readonly<Record<KindSegment, Record<string, unknown>>> = {
     actions: [
       {
         associationType: 'inline',
-        entity: {
-          actionType: 'stop',
-          id: EXAMPLE_IDS.action,
-          lifecycle: 'planned',
-          sequenceNr: 1,
-          location: refTo('location', EXAMPLE_IDS.location),
-          startTime: '2026-11-23T06:00:00Z',
-          endTime: '2026-11-23T06:30:00Z',
-        },
+        entity: stopExample,
       },
       {
         associationType: 'inline',
@@ -134,15 +136,7 @@ const KIND_EXAMPLES: Readonly<Record<KindSegment, Record<string, unknown>>> = {
     geoReference: point(52.2, 5.4),
     vehicle: refTo('vehicle', EXAMPLE_IDS.vehicle),
   },
-  actions: {
-    actionType: 'stop',
-    id: EXAMPLE_IDS.action,
-    lifecycle: 'planned',
-    sequenceNr: 1,
-    location: refTo('location', EXAMPLE_IDS.location),
-    startTime: '2026-11-23T06:00:00Z',
-    endTime: '2026-11-23T06:30:00Z',
-  },
+  actions: stopExample,
   goods: goodsExample,
   documents: {
     entityType: 'document',
