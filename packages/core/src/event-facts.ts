@@ -10,25 +10,47 @@ const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !
 const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
 const str = (v: unknown): string => (typeof v === 'string' ? v : '');
 
-const SPEED_KMH: Record<string, number> = {
-  'km/h': 1,
-  kmh: 1,
-  kph: 1,
-  'km/u': 1,
-  'm/s': 3.6,
-  mps: 3.6,
-  mph: 1.609344,
-  'mi/h': 1.609344,
-  kn: 1.852,
-  kt: 1.852,
-  knot: 1.852,
-  knots: 1.852,
-};
+/** km/h per unit of speed, by the unit's name in lower case without spaces. */
+const SPEED_KMH: ReadonlyMap<string, number> = new Map([
+  ['km/h', 1],
+  ['kmh', 1],
+  ['kph', 1],
+  ['km/u', 1],
+  ['m/s', 3.6],
+  ['mps', 3.6],
+  ['mph', 1.609344],
+  ['mi/h', 1.609344],
+  ['kn', 1.852],
+  ['kt', 1.852],
+  ['knot', 1.852],
+  ['knots', 1.852],
+]);
 
-/** Speed in km/h, or undefined for an unknown unit. */
+/**
+ * The factors of the units met so far, by the unit as sent (undefined: unknown), so that an event
+ * costs a lookup rather than a normalised copy of its unit: every location event of a fleet names
+ * the same one or two. Bounded: a client sending a new unit each time only makes its own events
+ * normalise theirs.
+ */
+const unitFactors = new Map<string, number | undefined>();
+const UNIT_FACTORS_MAX = 256;
+
+function factorOf(unit: string): number | undefined {
+  const known = unitFactors.get(unit);
+  if (known !== undefined || unitFactors.has(unit)) return known;
+  const f = SPEED_KMH.get(unit.trim().toLowerCase().replace(/\s+/g, ''));
+  if (unitFactors.size < UNIT_FACTORS_MAX) unitFactors.set(unit, f);
+  return f;
+}
+
+/**
+ * Speed in km/h, or undefined for an unknown unit. A speed in km/h is the value as sent; another is
+ * converted and rounded to 15 significant digits (10 m/s is 36 km/h, not 36.00000000000001).
+ */
 export function speedKmh(value: number, unit: string): number | undefined {
-  const f = SPEED_KMH[unit.trim().toLowerCase().replace(/\s+/g, '')];
-  return f === undefined || !Number.isFinite(value) ? undefined : Number((value * f).toPrecision(15));
+  const f = factorOf(unit);
+  if (f === undefined || !Number.isFinite(value)) return undefined;
+  return f === 1 ? value : Number((value * f).toPrecision(15));
 }
 
 /** The id an association points at, lower case: the inline entity's `id` or the reference's `uuid`. */
@@ -90,11 +112,10 @@ export function eventPosition(geo: unknown): EventPosition {
 
 /** Event time: `creationDate`, else `lastModified`, else the fallback (ms since the epoch). */
 export function eventTimeMs(event: Obj, fallbackMs: number): number {
-  for (const f of ['creationDate', 'lastModified']) {
-    const t = Date.parse(str(event[f]));
-    if (Number.isFinite(t)) return t;
-  }
-  return fallbackMs;
+  const created = Date.parse(str(event.creationDate));
+  if (Number.isFinite(created)) return created;
+  const modified = Date.parse(str(event.lastModified));
+  return Number.isFinite(modified) ? modified : fallbackMs;
 }
 
 /** A point of a vehicle's track: one locationUpdateEvent with a position and a vehicle. */

@@ -9,6 +9,8 @@ import {
   parseChangeDocument,
   trackFix,
   storageKey,
+  eventTimeMs,
+  speedKmh,
 } from '../src/index.js';
 
 const V = '7b000000-0000-4000-8000-000000000001';
@@ -89,6 +91,32 @@ describe('trackFix', () => {
     expect(trackFix({ ...event, eventType: 'sensorUpdateEvent' }, 0, storageKey)).toBeUndefined();
     expect(trackFix({ ...event, vehicle: undefined }, 0, storageKey)).toBeUndefined();
     expect(trackFix({ ...event, geoReference: { type: 'latLonPointGeoReference' } }, 0, storageKey)).toBeUndefined();
+  });
+});
+
+describe('speedKmh and eventTimeMs', () => {
+  it('converts the known units, whatever their case and spaces, and no other name', () => {
+    expect(speedKmh(10, 'm/s')).toBe(36);
+    expect(speedKmh(10, ' M / S ')).toBe(36);
+    expect(speedKmh(100, 'mph')).toBe(160.9344);
+    expect(speedKmh(10, 'kn')).toBe(18.52);
+    expect(speedKmh(0.1 + 0.2, 'km/h')).toBe(0.1 + 0.2); // as sent, not rounded
+    for (const unit of ['constructor', 'toString', '__proto__', 'furlongs', '']) expect(speedKmh(10, unit)).toBeUndefined();
+    expect(speedKmh(Number.NaN, 'km/h')).toBeUndefined();
+    // Asked again (from the table of units met): the same answers.
+    expect(speedKmh(10, ' M / S ')).toBe(36);
+    expect(speedKmh(10, 'constructor')).toBeUndefined();
+  });
+
+  it('still converts once the table of units met is full', () => {
+    for (let i = 0; i < 300; i++) expect(speedKmh(1, `unit-${i}`)).toBeUndefined();
+    expect(speedKmh(10, 'MPS')).toBe(36);
+  });
+
+  it('takes creationDate, else lastModified, else the fallback', () => {
+    expect(eventTimeMs({ creationDate: '2026-01-01T00:00:00Z', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 0, 1));
+    expect(eventTimeMs({ creationDate: 'soon', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 1, 1));
+    expect(eventTimeMs({ creationDate: 7 }, 5)).toBe(5);
   });
 });
 
