@@ -3,6 +3,7 @@
  * and by Kafka (as JSON), so both deployments run the same worker code.
  */
 import type { KindSegment } from '@otm/model';
+import { eventFactsAt, type EventFacts, type EventFactsTable } from './event-facts.js';
 import type { StoredDocument, VersionStamp } from './ports.js';
 
 export const TOPICS = {
@@ -103,6 +104,9 @@ export class TextPut implements PutMessage, StoredDocument {
   readonly #src: Buffer | undefined;
   readonly #from: number;
   readonly #to: number;
+  /** The facts of the events of its request, and where its own are (a bulk request's checking thread read them). */
+  readonly #facts: EventFactsTable | undefined;
+  readonly #factsAt: number;
 
   constructor(
     readonly tenant: string,
@@ -121,11 +125,21 @@ export class TextPut implements PutMessage, StoredDocument {
     readonly modified: number,
     from = 0,
     to: number = typeof text === 'string' ? 0 : text.length,
+    /** Its facts, when read already: entry `factsAt` of the table of its request's events. */
+    facts?: EventFactsTable,
+    factsAt = 0,
   ) {
     if (typeof text === 'string') this.#json = text;
     else this.#src = text;
     this.#from = from;
     this.#to = to;
+    this.#facts = facts;
+    this.#factsAt = factsAt;
+  }
+
+  /** Its facts, when read already (`StoredDocument.facts`). */
+  get facts(): EventFacts | undefined {
+    return this.#facts === undefined ? undefined : eventFactsAt(this.#facts, this.#factsAt);
   }
 
   /** The document's JSON as UTF-8 bytes, when it came as bytes (a view made on each call; `json` decodes them once, if asked). */

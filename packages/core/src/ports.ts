@@ -3,7 +3,7 @@
  * and a distributed one (Kafka, Redis, ClickHouse); one contract test suite runs against both.
  */
 import type { KindSegment } from '@otm/model';
-import type { TrackFix } from './event-facts.js';
+import type { EventFacts, TrackFix } from './event-facts.js';
 import type { ListRecord } from './facets.js';
 import type { Envelope, Topic } from './messages.js';
 
@@ -86,6 +86,11 @@ export interface StoredDocument {
   readonly value?: Readonly<Record<string, unknown>>;
   /** Present on versions read from or written to the entity store. */
   readonly stamp?: VersionStamp;
+  /**
+   * An event's facts (event-facts.ts `eventFacts`), when read before it got here (by a bulk
+   * request's checking thread): the event store lists it by them without parsing it.
+   */
+  readonly facts?: EventFacts;
 }
 
 /** An entity that holds another inline (at any depth), so that changes to the other reach it. */

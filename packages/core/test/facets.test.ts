@@ -11,6 +11,10 @@ import {
   storageKey,
   eventTimeMs,
   speedKmh,
+  eventFacts,
+  eventFactsAt,
+  newEventFactsTable,
+  setEventFacts,
 } from '../src/index.js';
 
 const V = '7b000000-0000-4000-8000-000000000001';
@@ -117,6 +121,63 @@ describe('speedKmh and eventTimeMs', () => {
     expect(eventTimeMs({ creationDate: '2026-01-01T00:00:00Z', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 0, 1));
     expect(eventTimeMs({ creationDate: 'soon', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 1, 1));
     expect(eventTimeMs({ creationDate: 7 }, 5)).toBe(5);
+  });
+});
+
+describe('eventFacts and their table', () => {
+  const vehicle = { associationType: 'reference', entityType: 'vehicle', uuid: V.toUpperCase() };
+  const located = {
+    eventType: 'locationUpdateEvent',
+    creationDate: '2026-01-01T00:00:00Z',
+    vehicle,
+    geoReference: {
+      type: 'latLonPointGeoReference',
+      lat: 52,
+      lon: 5,
+      speed: { value: 10, unit: 'm/s' },
+      heading: { value: 90, unit: 'deg' },
+    },
+  };
+
+  it('reads a track point, an event of a vehicle, and an event of none', () => {
+    expect(eventFacts(located)).toEqual({
+      time: Date.UTC(2026, 0, 1),
+      vehicle: V,
+      type: 'locationUpdateEvent',
+      lat: 52,
+      lon: 5,
+      speedKmh: 36,
+      heading: 90,
+      located: true,
+    });
+    // A location event without a position is no track point, but still its vehicle's.
+    expect(eventFacts({ ...located, geoReference: undefined })).toMatchObject({ vehicle: V, lat: null, located: false });
+    expect(eventFacts({ eventType: 'startEngineEvent', vehicle })).toEqual({
+      time: Number.NaN,
+      vehicle: V,
+      type: 'startEngineEvent',
+      lat: null,
+      lon: null,
+      speedKmh: null,
+      heading: null,
+      located: false,
+    });
+    expect(eventFacts({ eventType: '', lastModified: '2026-01-02T00:00:00Z' })).toMatchObject({
+      time: Date.UTC(2026, 0, 2),
+      vehicle: '',
+      type: undefined,
+    });
+  });
+
+  it('keeps them in flat arrays and gives back the same facts; none for an entry not set', () => {
+    const table = newEventFactsTable(3);
+    const facts = [eventFacts(located), eventFacts({ eventType: 'startEngineEvent', vehicle })];
+    setEventFacts(table, 0, facts[0]!);
+    setEventFacts(table, 2, facts[1]!);
+    expect(eventFactsAt(table, 0)).toEqual(facts[0]);
+    expect(eventFactsAt(table, 1)).toBeUndefined();
+    expect(eventFactsAt(table, 2)).toEqual(facts[1]);
+    expect(eventFactsAt(table, 3)).toBeUndefined();
   });
 });
 

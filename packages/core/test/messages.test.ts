@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { TextPut, decodeMessage, encodeMessage, jsonOf, type ChangeMessage } from '../src/index.js';
+import {
+  TextPut,
+  decodeMessage,
+  encodeMessage,
+  eventFacts,
+  jsonOf,
+  newEventFactsTable,
+  setEventFacts,
+  type ChangeMessage,
+} from '../src/index.js';
 
 const put = (doc: Record<string, unknown>): ChangeMessage => ({
   v: 1,
@@ -116,5 +125,16 @@ describe('TextPut: a put that carries its checked text', () => {
     // Given all of a buffer, it hands that buffer itself back.
     const whole = Buffer.from(plain);
     expect(new TextPut('acme', 'events', 'k2', 7, whole, 4, 1000).bytes).toBe(whole);
+  });
+
+  it('carries its facts when read already (its entry of the table of its request), and none otherwise; the Kafka message is the same', () => {
+    const table = newEventFactsTable(2);
+    const facts = eventFacts({ eventType: 'locationUpdateEvent', creationDate: '2026-01-01T00:00:00Z' });
+    setEventFacts(table, 1, facts);
+    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0, 0, 0, table, 1);
+    expect(m.facts).toEqual(facts);
+    expect(new TextPut('acme', 'events', 'k1', 7, text, 4, 0, 0, 0, table, 0).facts).toBeUndefined();
+    expect(new TextPut('acme', 'events', 'k1', 7, text, 4, 0).facts).toBeUndefined();
+    expect(encodeMessage(m)).toBe(encodeMessage(new TextPut('acme', 'events', 'k1', 7, text, 4, 0)));
   });
 });

@@ -203,6 +203,8 @@ export class Ingress {
           checked.modified[index]!,
           own ? spans[2 * index] : 0,
           own ? spans[2 * index + 1] : 0,
+          checked.facts,
+          index,
         );
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
       } else if (kept === OUTCOME.other) {

@@ -4,7 +4,7 @@
  * The thread runs the compiled module: `npm test` builds before it runs the tests.
  */
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { registry } from '@otm/core';
+import { eventFacts, eventFactsAt, registry } from '@otm/core';
 import { BulkChecker, OUTCOME, checkBulk, type BulkCheckTask, type CheckedBulk } from '../src/index.js';
 import { ITEM_ERRORS, cappedErrors } from '../src/bulk/check-body.js';
 
@@ -49,6 +49,17 @@ describe('checkBulk', () => {
     expect(r.modified[0]).toBe(Date.parse('2026-11-23T10:00:00Z'));
     expect(r.rejected).toEqual([[1, [expect.objectContaining({ type: 'invalidField', field: 'geoReference.lat' })]]]);
     expect(r.ids).toEqual([items[0]!.id, '', items[2]!.id, items[3]!.id]);
+  });
+
+  it('reads the facts the event store lists each telemetry event by, for bodies of events only', () => {
+    const r = checkBulk(task(JSON.stringify(items))) as CheckedBulk;
+    expect(eventFactsAt(r.facts!, 0)).toEqual(eventFacts(items[0]!));
+    expect(eventFactsAt(r.facts!, 0)).toMatchObject({ vehicle: '6c000000-0000-4000-8000-000000000001', lat: 52, located: true });
+    // Rejected, and not telemetry for the event store alone (an entity inline, an update): none.
+    for (const i of [1, 2, 3]) expect(eventFactsAt(r.facts!, i)).toBeUndefined();
+    const vehicles = checkBulk(task(JSON.stringify([{ id: 'v1', licensePlate: 'X' }]), { kind: 'vehicles' })) as CheckedBulk;
+    expect(vehicles.ok).toBe(true);
+    expect(vehicles.facts).toBeUndefined();
   });
 
   it('answers a plain telemetry document as its span of the body, others as the text JSON.stringify makes', () => {

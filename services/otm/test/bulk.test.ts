@@ -149,6 +149,43 @@ describe.each([
     expect((await get(`/api/v5/events/${noHolder.id}`)).statusCode).toBe(404);
   });
 
+  it("lists, tracks and positions a bulk request's location events as single PUTs would be", async () => {
+    const vehicle = `7c000000-0000-4000-8000-00000000000${mode.bulkThreads}`;
+    const T0 = Date.UTC(2026, 2, 1, 6);
+    const fix = (i: number) => ({
+      ...location(500 + 10 * mode.bulkThreads + i),
+      creationDate: new Date(T0 + i * 60_000).toISOString(),
+      vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle.toUpperCase() },
+      geoReference: {
+        type: 'latLonPointGeoReference',
+        lat: 52 + i / 100,
+        lon: 5,
+        speed: { value: 10, unit: 'm/s' },
+        heading: { value: 90, unit: 'deg' },
+      },
+    });
+    // Out of event time order, and one event of the vehicle that is no track point.
+    const engine = {
+      eventType: 'startEngineEvent',
+      id: `5c000000-0000-4000-8000-00000000000${mode.bulkThreads}`,
+      creationDate: new Date(T0 - 1).toISOString(),
+      vehicle: fix(0).vehicle,
+      geoReference: { type: 'latLonPointGeoReference', lat: 51, lon: 4 },
+    };
+    const res = await post('/api/v5/bulk/events', JSON.stringify([fix(2), fix(0), engine, fix(1)]));
+    expect(res.json()).toMatchObject({ accepted: 4, rejected: 0 });
+    const window = `from=${new Date(T0 - 60_000).toISOString()}&to=${new Date(T0 + 3_600_000).toISOString()}`;
+    const track = (await get(`/api/v5/vehicles/${vehicle}/track?${window}&format=ndjson`)).body
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(track.map((e) => e.id)).toEqual([fix(0).id, fix(1).id, fix(2).id]);
+    const listed = (await get(`/api/v5/events?vehicle=${vehicle}`)).json();
+    expect(listed.items.map((e: { id: string }) => e.id)).toEqual([engine.id, fix(0).id, fix(1).id, fix(2).id]);
+    const position = (await get('/api/v5/vehicles/positions')).json().items.find((p: { vehicle: string }) => p.vehicle === vehicle);
+    expect(position).toMatchObject({ eventId: fix(2).id, lat: 52.02, lon: 5, speedKmh: 36, heading: 90, time: fix(2).creationDate });
+  });
+
   it('answers 415 to a body that is neither JSON nor NDJSON', async () => {
     const res = await post('/api/v5/bulk/events', JSON.stringify([location(60)]), 'text/plain');
     expect(res.statusCode).toBe(415);

@@ -39,13 +39,16 @@
  * a vehicle, not an event). A delete leaves the latest position as it is: it is where the vehicle
  * was last seen, and the events before it are not looked at again.
  *
- * The document is parsed once, when the write is encoded (or the record replayed), unless its value
- * is at hand (a bulk write's events come as text only); only the few facts these need are kept
- * (`EventChange`) until the index commit. (Picking the few members out of the text without a whole
- * JSON.parse was tried: a scanner in JavaScript took longer than the parse.)
+ * The facts these need (core's `eventFacts`) are read once, when the write is encoded (or the record
+ * replayed): from the document's value when at hand (a single PUT's), else from the facts a bulk
+ * request's checking thread read beside its checks (its events come as text, and parsing them
+ * again here took about a third of the event store's time on the event loop), else from its text,
+ * parsed; only those facts are kept (`EventChange`) until the index commit. (Picking the few
+ * members out of the text without a whole JSON.parse was tried: a scanner in JavaScript took
+ * longer than the parse.)
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { eventPosition, eventTimeMs, linkedId, storageKey, trackFix, type ListPosition, type ListScan } from '@otm/core';
+import { eventFacts, type EventFacts, type ListPosition, type ListScan } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import type { FeedSeq } from '../feed.js';
 import { SEP } from '../keys.js';
@@ -65,26 +68,17 @@ import {
 
 export { binaryDb, keyCodecOf, type KeyCodec } from './index-keys.js';
 
-/** What the index commit records of one put of the log. */
-export interface EventPut {
+/** What the index commit records of one put of the log: its event's facts (none for another kind), and where it goes. */
+export interface EventPut extends EventFacts {
   readonly op: 'put';
   readonly tenant: string;
   readonly kind: KindSegment;
   readonly key: string;
   readonly rank: number;
-  /** Event time (ms): where the event is listed. */
+  /** Event time (ms): where the event is listed; when it was accepted for an event without one. */
   readonly time: number;
-  /** The vehicle's storage key; '' when the event is linked to none. */
-  readonly vehicle: string;
   /** The event type's code in `event-vehicle` values (TYPE_CODES; LITERAL: `type` itself, NO_TYPE: none). */
   readonly code: number;
-  readonly type: string | undefined;
-  readonly lat: number | null;
-  readonly lon: number | null;
-  readonly speedKmh: number | null;
-  readonly heading: number | null;
-  /** Whether it is a point of its vehicle's track (`trackFix`): then also a latest position. */
-  readonly located: boolean;
 }
 
 /** What the index commit records of one put or delete of the log. */
@@ -123,11 +117,24 @@ const NO_TYPE = 0;
 /** Another event type: its UTF-8 follows the fixed part of the value. */
 const LITERAL = 255;
 
+/** The facts of a put that is not an event, or whose document cannot be read. */
+const NO_FACTS: EventFacts = {
+  time: Number.NaN,
+  vehicle: '',
+  type: undefined,
+  lat: null,
+  lon: null,
+  speedKmh: null,
+  heading: null,
+  located: false,
+};
+
 /**
- * The change a put records, from its value (parsed from `text` when not given). Never throws: a
- * record the log holds must not stop the replay at the next start, so a document these cannot be
- * read from is listed at `at`, without vehicle. Only events are listed (the event store holds no
- * other kind; a put of another kind records its feed entry only).
+ * The change a put records, from its facts when read already (a bulk request's: core's
+ * `eventFacts`, read by its checking thread), else from its value (parsed from `text` when not
+ * given). Never throws: a record the log holds must not stop the replay at the next start, so a
+ * document these cannot be read from is listed at `at`, without vehicle. Only events are listed
+ * (the event store holds no other kind; a put of another kind records its feed entry only).
  */
 export function putChange(
   tenant: string,
@@ -137,43 +144,34 @@ export function putChange(
   at: number,
   value: Doc | undefined,
   text: () => string,
+  known?: EventFacts,
 ): EventChange {
-  let time = at;
-  let vehicle = '';
-  let code = NO_TYPE;
-  let type: string | undefined;
-  let lat: number | null = null;
-  let lon: number | null = null;
-  let speedKmh: number | null = null;
-  let heading: number | null = null;
-  let located = false;
+  let f = NO_FACTS;
   if (kind === 'events') {
     try {
-      const doc = value ?? valueOf(text());
-      if (typeof doc.eventType === 'string' && doc.eventType !== '') {
-        type = doc.eventType;
-        code = TYPE_CODES.get(type) ?? LITERAL;
-      }
-      // A track point by trackFix itself, so that the track is what event-facts.ts says it is.
-      const fix = code === LOCATION ? trackFix(doc, at, storageKey) : undefined;
-      if (fix !== undefined) {
-        ({ time, vehicle, lat, lon, speedKmh, heading } = fix);
-        located = true;
-      } else {
-        time = eventTimeMs(doc, at);
-        const id = linkedId(doc, 'vehicle');
-        if (id !== '') {
-          vehicle = storageKey(id);
-          const p = eventPosition(doc.geoReference);
-          ({ lat, lon, speedKmh } = p);
-          heading = p.heading.value;
-        }
-      }
+      f = known ?? eventFacts(value ?? valueOf(text()));
     } catch {
-      /* listed as far as it got */
+      /* listed at `at`, without vehicle */
     }
   }
-  return { op: 'put', tenant, kind, key, rank, time, vehicle, code, type, lat, lon, speedKmh, heading, located };
+  const { type } = f;
+  // Each member named: a spread of `f` costs about a µs more an event.
+  return {
+    op: 'put',
+    tenant,
+    kind,
+    key,
+    rank,
+    time: Number.isNaN(f.time) ? at : f.time,
+    vehicle: f.vehicle,
+    code: type === undefined ? NO_TYPE : (TYPE_CODES.get(type) ?? LITERAL),
+    type,
+    lat: f.lat,
+    lon: f.lon,
+    speedKmh: f.speedKmh,
+    heading: f.heading,
+    located: f.located,
+  };
 }
 
 /** One entry of `event-vehicle`, as read. */

@@ -305,12 +305,12 @@ export class LogEventStore implements EventStore {
 }
 
 /**
- * What the index commit records of a write besides its entry (effects.ts), the document parsed for
- * it once, here, unless its value is at hand (a bulk write's events come as text only). `acceptedAt`:
- * when the put was accepted, its time when its document has none.
+ * What the index commit records of a write besides its entry (effects.ts), read here once: from
+ * its value or the facts its bulk request's checking thread read, else from its text, parsed.
+ * `acceptedAt`: when the put was accepted, its time when its document has none.
  */
 function changeOf(w: DocumentWrite, acceptedAt: number): EventChange {
   if (w.op === 'delete') return { op: 'delete', tenant: w.tenant, kind: w.kind, key: w.key };
   const d = w.doc;
-  return putChange(w.tenant, d.kind, d.key, d.lifecycleRank, acceptedAt, d.value, () => d.bytes?.toString('utf8') ?? d.json);
+  return putChange(w.tenant, d.kind, d.key, d.lifecycleRank, acceptedAt, d.value, () => d.bytes?.toString('utf8') ?? d.json, d.facts);
 }

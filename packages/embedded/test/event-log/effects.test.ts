@@ -3,7 +3,15 @@
  * events, latest positions and feed entries; and that a start after a crash records them again.
  */
 import { describe, expect, it } from 'vitest';
-import type { DocumentWrite, FeedEntry, LatestPosition, ListScan, TrackPoint, TrackScan } from '@otm/core';
+import {
+  eventFacts,
+  type DocumentWrite,
+  type FeedEntry,
+  type LatestPosition,
+  type ListScan,
+  type TrackPoint,
+  type TrackScan,
+} from '@otm/core';
 import { binaryDb, decodeVehicleEntry, keyCodecOf, vehicleBase } from '../../src/event-log/effects.js';
 import { INDEX_CHUNK } from '../../src/event-log/index-writer.js';
 import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
@@ -422,6 +430,59 @@ describe('event log tracks, lists, positions and feed', () => {
     await closeIt(again);
     await clearIndex(dir);
     await expected(openAt(dir));
+  });
+
+  it('lists an event whose facts were read already (a bulk request checked on a thread) as it lists one read from its text', async () => {
+    const s = openAt(tmp());
+    const { creationDate: _none, ...timeless } = JSON.parse(location('c', V1, 0, 53)) as Record<string, unknown>;
+    const docs: Array<[string, string]> = [
+      ['a', location('a', V1, T0 + 1000, 51, 4.5)],
+      ['b', location('b', V2, T0 + 2000, 52)],
+      ['c', JSON.stringify(timeless)],
+      [
+        'd',
+        JSON.stringify({
+          id: 'd',
+          eventType: 'startEngineEvent',
+          creationDate: new Date(T0 + 500).toISOString(),
+          vehicle: { associationType: 'reference', uuid: V1, entityType: 'vehicle' },
+        }),
+      ],
+      ['e', JSON.stringify({ id: 'e', eventType: 'sensorUpdateEvent', lastModified: new Date(T0 + 700).toISOString() })],
+    ];
+    // Tenant 'p' parses each text; tenant 'f' gets each event's facts with it, as a TextPut carries them.
+    const write = (tenant: string, withFacts: boolean): DocumentWrite[] =>
+      docs.map(([key, json]) => ({
+        op: 'put',
+        tenant,
+        doc: {
+          kind: 'events',
+          key,
+          lifecycleRank: 0,
+          json,
+          stamp: { modified: 0, acceptedAt: T0 + 3000 },
+          ...(withFacts ? { facts: eventFacts(JSON.parse(json) as Record<string, unknown>) } : {}),
+        },
+      }));
+    await s.events.write(write('p', false));
+    await s.events.write(write('f', true));
+    await indexed(s);
+    const seen = async (tenant: string) => ({
+      track: (await track(s, { tenant })).map(({ doc: _doc, ...p }) => p),
+      all: await s.events.list({ tenant, kind: 'events', facet: '', limit: 10 }),
+      v1: await s.events.list({ tenant, kind: 'events', facet: `vehicle=${V1}`, limit: 10 }),
+      positions: await s.entities.positions.positions(tenant),
+    });
+    const parsed = await seen('p');
+    expect(parsed.track.map((p) => [p.key, p.time, p.lat, p.speedKmh, p.heading])).toEqual([
+      ['a', T0 + 1000, 51, 36, 90],
+      ['c', T0 + 3000, 53, 36, 90],
+    ]);
+    expect(parsed.v1.map((e) => e.key)).toEqual(['d', 'a', 'c']);
+    expect(parsed.all.map((e) => e.key)).toEqual(['d', 'e', 'a', 'b', 'c']);
+    expect(parsed.positions.map((p) => p.eventKey).sort()).toEqual(['b', 'c']);
+    const fromFacts = await seen('f');
+    expect(fromFacts).toEqual(parsed);
   });
 
   it('commits a large write in several transactions, each with its checkpoint: a crash between them replays only the rest', async () => {

@@ -17,13 +17,17 @@ import { isUtf8 } from 'node:buffer';
 import type { KindSegment, OtmError } from '@otm/model';
 import {
   OtmServiceError,
+  eventFacts,
   invalidDocument,
   lifecycleRank,
   membersWithin,
   modifiedOf,
   parseJsonText,
+  newEventFactsTable,
+  setEventFacts,
   tooDeep,
   type ErrorCode,
+  type EventFactsTable,
   type ErrorItem,
 } from '@otm/core';
 import { checkDocument, isPlainTelemetry, telemetryKey } from '../check-document.js';
@@ -74,6 +78,12 @@ export interface CheckedBulk {
   readonly partitions: string[];
   readonly ranks: Uint8Array;
   readonly modified: Float64Array;
+  /**
+   * A body of events: the facts the event store lists each telemetry event by (core's
+   * `eventFacts`), read here from the documents parsed anyway, so that the event loop does not
+   * parse their text again to list them. Undefined for other kinds.
+   */
+  readonly facts: EventFactsTable | undefined;
 }
 
 /** The whole request refused (its body is not a bulk body, or holds too many documents). */
@@ -250,6 +260,7 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
   const texts: string[] = new Array<string>(count);
   const partitions: string[] = new Array<string>(count);
   const spans = new Uint32Array(2 * count);
+  const facts = task.kind === 'events' ? newEventFactsTable(count) : undefined;
   let spanned = false;
   for (let i = 0; i < count; i++) {
     const item = items[i]!;
@@ -274,6 +285,7 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
         partitions[i] = telemetryKey(doc, key);
         ranks[i] = lifecycleRank(doc.lifecycle);
         modified[i] = modifiedOf(doc);
+        if (facts !== undefined) setEventFacts(facts, i, eventFacts(doc));
       } else {
         texts[i] = JSON.stringify(doc);
         outcome[i] = OUTCOME.other;
@@ -284,5 +296,5 @@ export function checkBulk(task: BulkCheckTask): CheckedBulk | RefusedBulk {
     }
   }
   const body = spanned ? found.bytes : undefined;
-  return { ok: true, count, outcome, rejected, ids, keys, texts, spans, body, partitions, ranks, modified };
+  return { ok: true, count, outcome, rejected, ids, keys, texts, spans, body, partitions, ranks, modified, facts };
 }

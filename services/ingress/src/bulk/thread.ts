@@ -14,7 +14,7 @@ export default function check(task: BulkCheckTask): CheckedBulk | RefusedBulk {
   const answer = checkBulk(task);
   if (!answer.ok) return answer;
   const moved: ArrayBuffer[] = [];
-  for (const a of [answer.body, answer.spans, answer.outcome, answer.ranks, answer.modified]) {
+  for (const a of [answer.body, answer.spans, answer.outcome, answer.ranks, answer.modified, answer.facts?.flags, answer.facts?.numbers]) {
     if (a !== undefined && a.buffer instanceof ArrayBuffer && !moved.includes(a.buffer)) moved.push(a.buffer);
   }
   const movable = { [Piscina.transferableSymbol]: moved, [Piscina.valueSymbol]: answer } as unknown as Parameters<typeof Piscina.move>[0];
