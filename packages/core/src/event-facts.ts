@@ -54,11 +54,11 @@ export function speedKmh(value: number, unit: string): number | undefined {
   return f === 1 ? value : Number((value * f).toPrecision(15));
 }
 
-/** The id an association points at, lower case: the inline entity's `id` or the reference's `uuid`. */
-export function associationId(a: unknown): string {
+/** The id an association points at, as sent: the inline entity's `id` or the reference's `uuid`. */
+function associationId(a: unknown): string {
   if (!isObj(a)) return '';
-  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.id).toLowerCase();
-  if (a.associationType === 'reference') return str(a.uuid).toLowerCase();
+  if (a.associationType === 'inline' && isObj(a.entity)) return str(a.entity.id);
+  if (a.associationType === 'reference') return str(a.uuid);
   return '';
 }
 
@@ -68,13 +68,22 @@ function associationEntityType(a: unknown): string {
   return str(a.entityType);
 }
 
-/** The id of the first association of the given entity type: the member named so, else `references`. */
-export function linkedId(event: Obj, member: string): string {
-  const direct = associationId(event[member]);
-  if (direct) return direct;
-  const refs = Array.isArray(event.references) ? event.references : [];
-  for (const r of refs) if (associationEntityType(r) === member) return associationId(r);
-  return '';
+/**
+ * The storage key (ids.ts `storageKey`) of the first association of the given entity type: the
+ * member named so, else `references`. The key the entity is stored and found under, whatever form
+ * its id takes (a UUID in any case, a URI that ends in one, a name); '' when the event names none.
+ */
+export function linkedKey(event: Obj, member: string): string {
+  let id = associationId(event[member]);
+  if (id === '') {
+    const refs = Array.isArray(event.references) ? event.references : [];
+    for (const r of refs)
+      if (associationEntityType(r) === member) {
+        id = associationId(r);
+        break;
+      }
+  }
+  return id === '' ? '' : storageKey(id);
 }
 
 function valueUnit(v: unknown): { value: number | null; unit: string } {
@@ -136,14 +145,14 @@ export interface TrackFix {
  * The track point of a location event: a `locationUpdateEvent` linked to a vehicle with a
  * position; undefined for any other event. `acceptedAt` stands in for a missing event time.
  */
-export function trackFix(event: Obj, acceptedAt: number, vehicleKey: (id: string) => string): TrackFix | undefined {
+export function trackFix(event: Obj, acceptedAt: number): TrackFix | undefined {
   if (event.eventType !== 'locationUpdateEvent') return undefined;
-  const vehicle = linkedId(event, 'vehicle');
+  const vehicle = linkedKey(event, 'vehicle');
   if (vehicle === '') return undefined;
   const pos = eventPosition(event.geoReference);
   if (pos.lat === null || pos.lon === null) return undefined;
   return {
-    vehicle: vehicleKey(vehicle),
+    vehicle,
     time: eventTimeMs(event, acceptedAt),
     lat: pos.lat,
     lon: pos.lon,
@@ -175,17 +184,17 @@ export interface EventFacts {
 /** The facts of an event document (see `EventFacts`): its track point when it is one, else its time, vehicle and position. */
 export function eventFacts(event: Obj): EventFacts {
   const type = typeof event.eventType === 'string' && event.eventType !== '' ? event.eventType : undefined;
-  const fix = type === 'locationUpdateEvent' ? trackFix(event, Number.NaN, storageKey) : undefined;
+  const fix = type === 'locationUpdateEvent' ? trackFix(event, Number.NaN) : undefined;
   if (fix !== undefined) {
     // Each member named: `{ ...fix, type, located: true }` took five times as long.
     const { time, vehicle, lat, lon, speedKmh, heading } = fix;
     return { time, vehicle, type, lat, lon, speedKmh, heading, located: true };
   }
   const time = eventTimeMs(event, Number.NaN);
-  const id = linkedId(event, 'vehicle');
-  if (id === '') return { time, vehicle: '', type, lat: null, lon: null, speedKmh: null, heading: null, located: false };
+  const vehicle = linkedKey(event, 'vehicle');
+  if (vehicle === '') return { time, vehicle, type, lat: null, lon: null, speedKmh: null, heading: null, located: false };
   const p = eventPosition(event.geoReference);
-  return { time, vehicle: storageKey(id), type, lat: p.lat, lon: p.lon, speedKmh: p.speedKmh, heading: p.heading.value, located: false };
+  return { time, vehicle, type, lat: p.lat, lon: p.lon, speedKmh: p.speedKmh, heading: p.heading.value, located: false };
 }
 
 /**

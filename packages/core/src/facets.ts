@@ -18,7 +18,7 @@
  */
 import { createHash } from 'node:crypto';
 import { associationTarget, type KindSegment } from '@otm/model';
-import { linkedId } from './event-facts.js';
+import { linkedKey } from './event-facts.js';
 import { storageKey } from './ids.js';
 
 type Doc = Readonly<Record<string, unknown>>;
@@ -76,8 +76,8 @@ export function filterValues(kind: KindSegment, doc: Doc, name: string): string[
     }
     case 'vehicle': {
       if (kind === 'events') {
-        const id = linkedId(doc, 'vehicle');
-        return id === '' ? [] : [storageKey(id)];
+        const key = linkedKey(doc, 'vehicle');
+        return key === '' ? [] : [key];
       }
       const id = idOf(doc.vehicle);
       return id === undefined ? [] : [id];
@@ -185,7 +185,7 @@ export interface ChangeFacts {
 /**
  * The vehicles and trips a change names, one rule for the stream and the webhooks: a vehicle names
  * itself; a trip itself and its vehicle; an event the vehicle and the trip it is linked to
- * (event-facts.ts `linkedId`, also through `references`); any other kind its `vehicle`
+ * (event-facts.ts `linkedKey`, also through `references`); any other kind its `vehicle`
  * association (filterValues). A delete, or a put whose version is gone, has no document: only its
  * own id counts.
  */
@@ -194,8 +194,8 @@ export function changeFacts(kind: KindSegment, key: string, doc: Doc | undefined
   let trips: string[] = [];
   if (kind === 'trips') trips = [key];
   else if (kind === 'events' && doc !== undefined) {
-    const id = linkedId(doc, 'trip');
-    if (id !== '') trips = [storageKey(id)];
+    const trip = linkedKey(doc, 'trip');
+    if (trip !== '') trips = [trip];
   }
   const eventType = kind === 'events' && doc !== undefined && typeof doc.eventType === 'string' ? doc.eventType : undefined;
   return { vehicles, trips, eventType };

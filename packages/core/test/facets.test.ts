@@ -13,6 +13,7 @@ import {
   speedKmh,
   eventFacts,
   eventFactsAt,
+  linkedKey,
   newEventFactsTable,
   setEventFacts,
 } from '../src/index.js';
@@ -80,7 +81,7 @@ describe('trackFix', () => {
   };
 
   it('reads vehicle, time, position, speed in km/h and heading', () => {
-    expect(trackFix(event, 0, storageKey)).toEqual({
+    expect(trackFix(event, 0)).toEqual({
       vehicle: V,
       time: Date.parse('2026-11-25T08:00:00Z'),
       lat: 52.1,
@@ -91,10 +92,10 @@ describe('trackFix', () => {
   });
 
   it('takes the acceptance time when the event has none, and only location events with a vehicle and a position', () => {
-    expect(trackFix({ ...event, creationDate: undefined }, 123, storageKey)?.time).toBe(123);
-    expect(trackFix({ ...event, eventType: 'sensorUpdateEvent' }, 0, storageKey)).toBeUndefined();
-    expect(trackFix({ ...event, vehicle: undefined }, 0, storageKey)).toBeUndefined();
-    expect(trackFix({ ...event, geoReference: { type: 'latLonPointGeoReference' } }, 0, storageKey)).toBeUndefined();
+    expect(trackFix({ ...event, creationDate: undefined }, 123)?.time).toBe(123);
+    expect(trackFix({ ...event, eventType: 'sensorUpdateEvent' }, 0)).toBeUndefined();
+    expect(trackFix({ ...event, vehicle: undefined }, 0)).toBeUndefined();
+    expect(trackFix({ ...event, geoReference: { type: 'latLonPointGeoReference' } }, 0)).toBeUndefined();
   });
 });
 
@@ -121,6 +122,25 @@ describe('speedKmh and eventTimeMs', () => {
     expect(eventTimeMs({ creationDate: '2026-01-01T00:00:00Z', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 0, 1));
     expect(eventTimeMs({ creationDate: 'soon', lastModified: '2026-02-01T00:00:00Z' }, 5)).toBe(Date.UTC(2026, 1, 1));
     expect(eventTimeMs({ creationDate: 7 }, 5)).toBe(5);
+  });
+});
+
+describe('linkedKey', () => {
+  it('is the storage key of the entity an event names, found as GET finds the entity', () => {
+    const inline = (id: string) => ({ associationType: 'inline', entity: { entityType: 'vehicle', id } });
+    expect(linkedKey({ vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V.toUpperCase() } }, 'vehicle')).toBe(V);
+    expect(linkedKey({ vehicle: inline(`https://fleet.example/vehicles/${V.toUpperCase()}`) }, 'vehicle')).toBe(V);
+    // A name keeps its case, as the vehicle's own PUT does: 'Truck 7' and 'truck 7' are two vehicles.
+    expect(linkedKey({ vehicle: inline('Truck 7') }, 'vehicle')).toBe(storageKey('Truck 7'));
+    expect(linkedKey({ vehicle: inline('Truck 7') }, 'vehicle')).not.toBe(storageKey('truck 7'));
+    // Else the first item of references of that type; '' for none.
+    const refs = [
+      { associationType: 'reference', entityType: 'trip', uuid: V },
+      { associationType: 'inline', entity: { entityType: 'vehicle', id: 'Truck 8' } },
+    ];
+    expect(linkedKey({ references: refs }, 'vehicle')).toBe(storageKey('Truck 8'));
+    expect(linkedKey({ references: refs }, 'sensor')).toBe('');
+    expect(linkedKey({ vehicle: { associationType: 'reference', entityType: 'vehicle' } }, 'vehicle')).toBe('');
   });
 });
 

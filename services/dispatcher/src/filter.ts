@@ -4,7 +4,7 @@
  *
  * - `vehicle`: the vehicle itself (a put or a delete of it), and documents that name it as their
  *   vehicle: a trip's `vehicle` (facets.ts `filterValues`), an event linked to it (event-facts.ts
- *   `linkedId`, also through `references`), any other kind's `vehicle` association;
+ *   `linkedKey`, also through `references`), any other kind's `vehicle` association;
  * - `trip`: the trip itself, and events linked to it;
  * - `eventType`: events of that type (a delete of an event has no document: it is not taken).
  *

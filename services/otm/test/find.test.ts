@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { check as checkGeoJson } from '@placemarkio/check-geojson';
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
 import { parse as parseCsv } from 'csv-parse/sync';
+import { storageKey } from '@otm/core';
 import { auth, startService, type TestService } from './helpers.js';
 
 const uuid = (prefix: string, i: number) => `${prefix}-0000-4000-8000-${String(i).padStart(12, '0')}`;
@@ -223,6 +224,42 @@ describe('find: lists, change feed, tracks, latest positions', () => {
       expect(await ids(`eventType=locationUpdateEvent&vehicle=${V}`)).toEqual([0, 1, 2, 3, 4, 5].map((i) => eventId(200 + i)));
       expect(await ids(`vehicle=${V}&from=${iso(T0 + 60_000)}&to=${iso(T0 + 180_000)}`)).toEqual([eventId(201), eventId(202)]);
       expect(await ids(`vehicle=${W}&lifecycle=actual`)).toEqual([eventId(300)]);
+    });
+
+    it('finds the events of a vehicle whose id is not a UUID under its storage key, as GET finds the vehicle', async () => {
+      const U = vehicleId(23);
+      const inline = (i: number, id: string, t: number) => ({
+        ...location(i, U, t, 50 + i / 1000, 4),
+        vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id } },
+      });
+      // A URI that ends in the vehicle's UUID, and the UUID itself; a name (found under its name-based UUID).
+      await put('events', inline(400, `https://fleet.example/vehicles/${U.toUpperCase()}`, T0 + 10_000));
+      await put('events', location(401, U, T0 + 20_000, 50.2, 4.2));
+      await put('events', inline(402, 'Truck 7', T0 + 30_000));
+      const listed = async (vehicle: string, n: number) =>
+        (
+          await eventually(
+            () => walk(`/api/v5/events?vehicle=${encodeURIComponent(vehicle)}`),
+            (items) => items.length >= n,
+          )
+        ).map((e) => e.id);
+      expect(await listed(U, 2)).toEqual([eventId(400), eventId(401)]);
+      expect(await listed('Truck 7', 1)).toEqual([eventId(402)]);
+      expect(await listed('truck 7', 0)).toEqual([]); // another name, another vehicle
+      // The vehicle held inline is stored under the same key: its events are found where it is.
+      const truck = await eventually(
+        () => get(`/api/v5/vehicles/${storageKey('Truck 7')}`),
+        (r) => r.statusCode === 200,
+      );
+      expect(truck.json()).toMatchObject({ id: 'Truck 7' });
+      const track = await eventually(
+        () => getJson(`/api/v5/vehicles/${U}/track?from=${iso(T0)}&to=${iso(T0 + 60_000)}`),
+        (t) => t.items.length >= 2,
+      );
+      expect(track.items.map((e) => e.id)).toEqual([eventId(400), eventId(401)]);
+      expect(
+        (await getJson(`/api/v5/vehicles/${storageKey('Truck 7')}/track?from=${iso(T0)}&to=${iso(T0 + 60_000)}`)).items.map((e) => e.id),
+      ).toEqual([eventId(402)]);
     });
 
     it('gives the track as JSON pages in event time order', async () => {

@@ -15,7 +15,6 @@ import {
   jsonOf,
   lifecycleRank,
   modifiedOf,
-  storageKey,
   TextPut,
   trackFix,
   type LatestPosition,
@@ -105,7 +104,7 @@ export function telemetryEffects(
       if (!d.json.includes('locationUpdateEvent')) continue;
       value = JSON.parse(d.json) as Record<string, unknown>;
     }
-    const fix = trackFix(value, d.stamp?.acceptedAt ?? 0, storageKey);
+    const fix = trackFix(value, d.stamp?.acceptedAt ?? 0);
     if (fix !== undefined) fixes.push({ ...fix, tenant: w.tenant, eventKey: d.key });
   }
   return { feed, fixes };

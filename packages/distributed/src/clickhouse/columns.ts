@@ -5,7 +5,7 @@
  * weights with their original unit and a normalised one; and a location event's track point read
  * from its columns (`columnsTrackFix`). Pure functions, no I/O.
  */
-import { eventPosition, eventTimeMs, linkedId, storageKey, type TrackFix } from '@otm/core';
+import { eventPosition, eventTimeMs, linkedKey, type TrackFix } from '@otm/core';
 
 /** A quantity converted to the unit analysts sum in. */
 export interface Normalised {
@@ -136,10 +136,10 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
     lifecycle: str(event.lifecycle),
     event_type: str(event.eventType),
     event_time_ms: eventTimeMs(event, fallbackTimeMs),
-    vehicle_id: linkedId(event, 'vehicle'),
-    trip_id: linkedId(event, 'trip'),
-    sensor_id: linkedId(event, 'sensor'),
-    transport_equipment_id: linkedId(event, 'transportEquipment'),
+    vehicle_id: linkedKey(event, 'vehicle'),
+    trip_id: linkedKey(event, 'trip'),
+    sensor_id: linkedKey(event, 'sensor'),
+    transport_equipment_id: linkedKey(event, 'transportEquipment'),
     lat: pos.lat,
     lon: pos.lon,
     speed: pos.speed.value,
@@ -169,5 +169,5 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
  */
 export function columnsTrackFix(c: EventColumns): TrackFix | undefined {
   if (c.event_type !== 'locationUpdateEvent' || c.vehicle_id === '' || c.lat === null || c.lon === null) return undefined;
-  return { vehicle: storageKey(c.vehicle_id), time: c.event_time_ms, lat: c.lat, lon: c.lon, speedKmh: c.speed_kmh, heading: c.heading };
+  return { vehicle: c.vehicle_id, time: c.event_time_ms, lat: c.lat, lon: c.lon, speedKmh: c.speed_kmh, heading: c.heading };
 }

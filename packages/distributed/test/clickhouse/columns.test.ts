@@ -69,6 +69,26 @@ describe('eventColumns', () => {
       heading_unit: 'deg',
     });
   });
+  it('takes each id as the storage key its entity is found under: a UUID in lower case, the UUID a URI ends in, a name-based UUID', () => {
+    const inline = (entityType: string, id: string) => ({ associationType: 'inline', entity: { entityType, id } });
+    const c = eventColumns(
+      {
+        eventType: 'locationUpdateEvent',
+        vehicle: inline('vehicle', 'https://fleet.example/vehicles/AAAAAAAA-0000-4000-8000-000000000001'),
+        trip: inline('trip', 'trip 42'),
+        references: [{ associationType: 'reference', entityType: 'sensor', uuid: 'AAAAAAAA-0000-4000-8000-000000000003' }],
+        geoReference: { type: 'latLonPointGeoReference', lat: 52, lon: 4 },
+      },
+      0,
+    );
+    expect(c).toMatchObject({
+      vehicle_id: 'aaaaaaaa-0000-4000-8000-000000000001',
+      trip_id: storageKey('trip 42'),
+      sensor_id: 'aaaaaaaa-0000-4000-8000-000000000003',
+      transport_equipment_id: '',
+    });
+    expect(columnsTrackFix(c)).toMatchObject({ vehicle: 'aaaaaaaa-0000-4000-8000-000000000001', lat: 52, lon: 4 });
+  });
   it('falls back to the acceptance time and leaves absent measurements null', () => {
     const c = eventColumns({ eventType: 'startEngineEvent', geoReference: { type: 'addressGeoReference' } }, 1234);
     expect(c).toMatchObject({ event_time_ms: 1234, lat: null, lon: null, vehicle_id: '', amount: null, sensor_value: null });
@@ -88,7 +108,7 @@ describe('eventColumns', () => {
       weight_unit: 't',
       weight_kg: 12500,
       weighing_type: 'calibrated',
-      transport_equipment_id: 'x-1',
+      transport_equipment_id: storageKey('x-1'),
       lat: 52.1,
       lon: 4.3,
     });
@@ -136,7 +156,7 @@ describe('columnsTrackFix', () => {
     { eventType: 'sensorUpdateEvent', vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: V }, geoReference: point },
   ];
   it.each(events.map((e, i) => [i, e] as const))('event %i: the same as trackFix of the event', (_, event) => {
-    expect(columnsTrackFix(eventColumns(event, 1234))).toEqual(trackFix(event, 1234, storageKey));
+    expect(columnsTrackFix(eventColumns(event, 1234))).toEqual(trackFix(event, 1234));
   });
   it('gives a fix for the first four only', () => {
     expect(events.map((e) => columnsTrackFix(eventColumns(e, 0)) !== undefined)).toEqual([true, true, true, true, false, false, false]);
