@@ -2,8 +2,9 @@
  * The entity export (services/worker/src/entity-export.ts) on a real Redis and ClickHouse 18.16:
  * entity changes applied by the entity worker are copied from the Redis change feed into
  * otm_entities; later versions win, deletes leave tombstones, telemetry is not copied, the cursor is
- * saved only after an insert succeeded, an expired cursor is reported and passed, one exporter
- * works at a time, and the loop stops cleanly.
+ * saved only after an insert succeeded, a tenant without a cursor starts with a snapshot of every
+ * entity stored (also those the feed no longer holds), an expired cursor is reported and followed
+ * by a snapshot, one exporter works at a time, and the loop stops cleanly.
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -11,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, registry, TOPICS, type EntityChangeSink, type Envelope, type EventStore, type Logger } from '@otm/core';
 import { ClickHouseEventStore, RedisEntityStore, sqlString } from '@otm/distributed';
 import type { KindSegment } from '@otm/model';
-import { EntityExporter, entityWorker, startEntityExport } from '@otm/worker';
+import { EXPORTED_KINDS, EntityExporter, entityWorker, startEntityExport } from '@otm/worker';
 import {
   freePort,
   integrationEnabled,
@@ -120,6 +121,9 @@ describe.skipIf(!enabled)('the entity export', () => {
       ],
     });
     await apply(store, tenant, [['consignments', { entityType: 'consignment', id: C, name: 'Order 1', status: 'confirmed' }]]);
+    const exporter = new EntityExporter(store, ch, silent, { pageSize: 2 });
+    // No cursor yet: a snapshot (the consignment), then the feed after it.
+    expect(await exporter.pass()).toEqual({ more: false, rows: 1 });
     await apply(store, tenant, [['trips', trip('planned')]]);
     // Telemetry events as the telemetry worker records them (their rows are in otm_events).
     await store.telemetry.appendFeed([
@@ -127,9 +131,8 @@ describe.skipIf(!enabled)('the entity export', () => {
       { tenant, kind: 'events', key: randomUUID(), lifecycleRank: 0, op: 'delete' },
     ]);
 
-    const exporter = new EntityExporter(store, ch, silent, { pageSize: 2 });
     const first = await exporter.pass();
-    expect(first).toEqual({ more: false, rows: 4 });
+    expect(first).toEqual({ more: false, rows: 3 });
     let live = await rows(tenant);
     expect(live.map((r) => `${r.kind} ${r.entity_id} ${r.lifecycle_rank}`)).toEqual(
       [`actions ${A} 2`, `consignments ${C} 0`, `trips ${T} 0`, `vehicles ${V} 0`].sort(),
@@ -153,18 +156,27 @@ describe.skipIf(!enabled)('the entity export', () => {
     const tombstones = await rows(tenant, `kind = 'consignments' AND deleted = 1`);
     expect(tombstones.map((r) => r.lifecycle_rank)).toEqual([0, 1, 2, 3, 4, 5]);
 
-    // Copied again from the start (a lost cursor, at least once): the same state.
+    // Copied again (a lost cursor: a snapshot): the same state, every live row now at the version of the feed's end.
     await store.feedExport.saveCursor(tenant, undefined);
     await exporter.pass();
-    expect(await rows(tenant)).toEqual(live);
+    const end = (await feedEnd(store, tenant))!;
+    const again = await rows(tenant);
+    const withoutVersion = (r: Row) => ({ ...r, version: undefined });
+    expect(again.map(withoutVersion)).toEqual(live.map(withoutVersion));
+    expect(again.map((r) => r.version)).toEqual(again.map(() => String(store.feedExport.versionOf(end))));
+    expect((await rows(tenant, `kind = 'consignments' AND deleted = 1`)).map((r) => r.version)).toEqual(tombstones.map((r) => r.version));
+    expect(await store.feedExport.cursor(tenant)).toBe(end);
     await exporter.close();
   });
 
-  it('saves the cursor only once the insert succeeded: a failed insert loses nothing', async () => {
+  it('saves the cursor only once the insert succeeded: a failed insert loses nothing, in a snapshot or in the feed', async () => {
     const store = newStore();
     const tenant = 'flaky';
+    const locations = async (ids: string[]) => {
+      for (const id of ids) await apply(store, tenant, [['locations', { entityType: 'location', id, name: `L ${id.slice(0, 4)}` }]]);
+    };
     const ids = Array.from({ length: 5 }, () => randomUUID()).sort();
-    for (const id of ids) await apply(store, tenant, [['locations', { entityType: 'location', id, name: `L ${id.slice(0, 4)}` }]]);
+    await locations(ids);
 
     // ClickHouse unreachable: nothing saved.
     const down = new ClickHouseEventStore({ url: `http://127.0.0.1:${await freePort()}`, database: ch.database, requestTimeoutMs: 2_000 });
@@ -174,7 +186,7 @@ describe.skipIf(!enabled)('the entity export', () => {
     await unreachable.close();
     await down.close();
 
-    // The second insert fails: the first page's cursor is saved, not the second's.
+    // The snapshot's second insert fails: no cursor saved, the first page's rows are in.
     let inserts = 0;
     const failsSecond: EntityChangeSink = {
       writeEntityChanges: async (changes) => {
@@ -184,28 +196,44 @@ describe.skipIf(!enabled)('the entity export', () => {
     };
     const flaky = new EntityExporter(store, failsSecond, silent, { pageSize: 2 });
     await expect(flaky.pass()).rejects.toThrow('insert refused');
-    const page1 = await store.feed.read({ tenant, limit: 2 });
-    expect(await store.feedExport.cursor(tenant)).toBe(page1.next);
+    expect(await store.feedExport.cursor(tenant)).toBeUndefined();
     expect((await rows(tenant)).map((r) => r.entity_id)).toEqual(ids.slice(0, 2));
+    // The next pass takes the snapshot again, whole, and only then saves the feed's end.
+    const head = (await feedEnd(store, tenant))!;
+    expect(await flaky.pass()).toEqual({ more: false, rows: 5 });
+    expect(await store.feedExport.cursor(tenant)).toBe(head);
+    expect((await rows(tenant)).map((r) => r.entity_id)).toEqual(ids);
+
+    // In the feed: the second insert fails, the first page's cursor is saved, not the second's.
+    const later = Array.from({ length: 5 }, () => randomUUID()).sort();
+    await locations(later);
+    inserts = 0;
+    await expect(flaky.pass()).rejects.toThrow('insert refused');
+    const page1 = await store.feed.read({ tenant, limit: 2, after: head });
+    expect(await store.feedExport.cursor(tenant)).toBe(page1.next);
+    expect((await rows(tenant)).map((r) => r.entity_id)).toEqual([...ids, ...later.slice(0, 2)].sort());
     await flaky.close();
 
     // The next exporter goes on from there: every location, once.
     const next = new EntityExporter(store, ch, silent, { pageSize: 2 });
     expect(await next.pass()).toEqual({ more: false, rows: 3 });
-    expect((await rows(tenant)).map((r) => r.entity_id)).toEqual(ids);
+    expect((await rows(tenant)).map((r) => r.entity_id)).toEqual([...ids, ...later].sort());
     await next.close();
   });
 
-  it('a cursor the feed no longer holds: a warning naming the tenant, then on from the oldest change kept', async () => {
+  it('a cursor the feed no longer holds: a warning naming the tenant, then a snapshot brings every entity up to date', async () => {
     const store = newStore({ feedRetentionMs: 300 });
     const tenant = 'late';
-    const [X, Y, Z] = [randomUUID(), randomUUID(), randomUUID()];
+    const [W, X, Y, Z] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    await apply(store, tenant, [['actors', { entityType: 'actor', id: W, name: 'W' }]]);
     await apply(store, tenant, [['actors', { entityType: 'actor', id: X, name: 'X' }]]);
     const before = new EntityExporter(store, ch, silent, {});
     await before.pass();
     await before.close();
-    // The export stops; Y is stored, and retention removes it before the export comes back.
+    expect((await rows(tenant)).map((r) => r.name).sort()).toEqual(['W', 'X']);
+    // The export stops; Y is stored and W deleted, and retention removes both changes before the export comes back.
     await apply(store, tenant, [['actors', { entityType: 'actor', id: Y, name: 'Y' }]]);
+    await apply(store, tenant, [['actors', W]]);
     await sleep(400);
     await apply(store, tenant, [['actors', { entityType: 'actor', id: Z, name: 'Z' }]]);
 
@@ -216,11 +244,127 @@ describe.skipIf(!enabled)('the entity export', () => {
     expect(warnings).toHaveLength(1);
     expect(warnings[0]).toMatchObject({ tenant });
     expect(String(warnings[0]!.msg)).toMatch(/OTM_FEED_RETENTION/);
-    expect((await rows(tenant)).map((r) => r.name).sort()).toEqual(['X', 'Z']);
+    expect(String(warnings[0]!.msg)).toMatch(/deleted/);
+    // Y, stored in the gap, is copied by the snapshot; W's delete is lost (as the warning says).
+    expect((await rows(tenant)).map((r) => r.name).sort()).toEqual(['W', 'X', 'Y', 'Z']);
     expect(await store.feedExport.cursor(tenant)).toBe(await feedEnd(store, tenant));
     await after.pass();
     expect(lines.filter((l) => l.level === 40)).toHaveLength(1);
     await after.close();
+  });
+
+  it('a first export copies every entity stored, also those whose changes the feed no longer holds (a snapshot); later changes win', async () => {
+    const store = newStore({ feedRetentionMs: 300 });
+    const tenant = 'upgraded';
+    const [T, V, A, L] = [randomUUID(), randomUUID(), randomUUID(), randomUUID()];
+    const trip = (status: string) => ({
+      entityType: 'trip',
+      id: T,
+      name: 'Old trip',
+      status,
+      vehicle: { associationType: 'inline', entity: { entityType: 'vehicle', id: V, licensePlate: 'OLD-1' } },
+    });
+    const action = (lifecycle: string) => ({ actionType: 'load', id: A, lifecycle, location: ref('location', L) });
+    await apply(store, tenant, [['locations', { entityType: 'location', id: L, name: 'Depot' }]]);
+    await apply(store, tenant, [['trips', trip('planned')]]);
+    await apply(store, tenant, [['actions', action('planned')]]);
+    await apply(store, tenant, [['actions', action('actual')]]);
+    expect((await store.get(tenant, 'actions', A, 2))?.json).toBeDefined();
+    // Retention removes their changes (it trims as the feed is appended to): the feed holds none of them.
+    await sleep(400);
+    await store.telemetry.appendFeed([{ tenant, kind: 'events', key: randomUUID(), lifecycleRank: 0, op: 'put' }]);
+    expect((await store.feed.read({ tenant, limit: 100, kinds: EXPORTED_KINDS })).entries).toEqual([]);
+    const head = await store.feed.head(tenant);
+    const snapshotVersion = String(store.feedExport.versionOf(head));
+
+    // The trip changes while the snapshot runs, just after the snapshot read it: the change, after
+    // the snapshot's head in the feed, wins over the snapshot's row.
+    let raced = false;
+    const racing = new Proxy(store, {
+      get(target, prop) {
+        if (prop === 'get')
+          return async (...args: Parameters<RedisEntityStore['get']>) => {
+            const read = await target.get(...args);
+            if (!raced && args[1] === 'trips' && args[2] === T) {
+              raced = true;
+              expect(read && JSON.parse(read.json).status).toBe('planned');
+              await apply(store, tenant, [['trips', trip('completed')]]);
+            }
+            return read;
+          };
+        const value: unknown = Reflect.get(target, prop, target);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const exporter = new EntityExporter(racing, ch, silent, { pageSize: 2 });
+    const done = await exporter.pass();
+    expect(raced).toBe(true);
+    expect(done.rows).toBeGreaterThanOrEqual(6); // 5 snapshot rows, then the trip's change
+    let live = await rows(tenant);
+    expect(live.map((r) => `${r.kind} ${r.entity_id} ${r.lifecycle_rank}`)).toEqual(
+      [`actions ${A} 2`, `actions ${A} 4`, `locations ${L} 0`, `trips ${T} 0`, `vehicles ${V} 0`].sort(),
+    );
+    for (const r of live.filter((r) => r.kind !== 'trips' && r.kind !== 'vehicles')) expect(r.version, r.kind).toBe(snapshotVersion);
+    for (const rank of [2, 4]) {
+      const row = live.find((r) => r.kind === 'actions' && r.lifecycle_rank === rank)!;
+      expect(JSON.parse(row.doc)).toEqual(JSON.parse((await store.get(tenant, 'actions', A, rank))!.json));
+    }
+    expect(live.map((r) => r.kind === 'actions' && JSON.parse(r.doc).lifecycle).filter(Boolean)).toEqual(['planned', 'actual']);
+    const tripRow = live.find((r) => r.kind === 'trips')!;
+    expect(tripRow.status).toBe('completed');
+    expect(BigInt(tripRow.version)).toBeGreaterThan(BigInt(snapshotVersion));
+    expect(await store.feedExport.cursor(tenant)).toBe(await feedEnd(store, tenant));
+
+    // A change after the snapshot wins over its rows: a later lifecycle, a delete.
+    await apply(store, tenant, [['actions', action('realized')]]);
+    await apply(store, tenant, [['locations', L]]);
+    await exporter.pass();
+    live = await rows(tenant);
+    expect(live.map((r) => `${r.kind} ${r.entity_id} ${r.lifecycle_rank}`)).toEqual(
+      [`actions ${A} 2`, `actions ${A} 4`, `actions ${A} 5`, `trips ${T} 0`, `vehicles ${V} 0`].sort(),
+    );
+    expect((await rows(tenant, `kind = 'locations' AND deleted = 1`)).map((r) => r.lifecycle_rank)).toEqual([0, 1, 2, 3, 4, 5]);
+    await exporter.close();
+  });
+
+  it('a snapshot renews the lease as it goes, and stops without saving the cursor once another process holds it', async () => {
+    const store = newStore();
+    const tenant = 'long';
+    for (const name of ['a', 'b', 'c']) await apply(store, tenant, [['locations', { entityType: 'location', id: randomUUID(), name }]]);
+    const leaseMs = 300;
+    let inserts = 0;
+    let stolen: boolean | undefined;
+    let mode: 'slow' | 'stall' = 'slow';
+    const sink: EntityChangeSink = {
+      writeEntityChanges: async (changes) => {
+        inserts++;
+        if (mode === 'slow') {
+          // Longer than the lease in all, unless it is renewed.
+          if (inserts === 3) stolen = await store.feedExport.lease('someone else', 10_000);
+          await sleep(200);
+        } else if (inserts === 1) {
+          await sleep(leaseMs + 100);
+          stolen = await store.feedExport.lease('someone else', 10_000);
+        }
+        return ch.writeEntityChanges(changes);
+      },
+    };
+    const exporter = new EntityExporter(store, sink, silent, { pageSize: 1, leaseMs });
+    expect(await exporter.pass()).toEqual({ more: false, rows: 3 });
+    expect(stolen).toBe(false);
+    expect(await store.feedExport.cursor(tenant)).toBe(await feedEnd(store, tenant));
+
+    // Taken again (a lost cursor); the lease expires during the first insert and another process takes it.
+    await store.feedExport.saveCursor(tenant, undefined);
+    mode = 'stall';
+    inserts = 0;
+    stolen = undefined;
+    expect(await exporter.pass()).toEqual({ more: false, rows: 1 });
+    expect(stolen).toBe(true);
+    expect(inserts).toBe(1);
+    expect(await store.feedExport.cursor(tenant)).toBeUndefined();
+    await exporter.close();
+    await store.feedExport.release('someone else');
   });
 
   it('one exporter works at a time (the lease); another takes over once it stops', async () => {

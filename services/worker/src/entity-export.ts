@@ -13,6 +13,28 @@
  * the page again; the table's ReplacingMergeTree keeps one row per version, the highest `version`,
  * which grows with the feed's order, so a later change always wins).
  *
+ * A tenant without a saved cursor (its first export, or a cursor the feed no longer holds, see
+ * below) starts with a snapshot, since the feed keeps only the changes of the last
+ * OTM_FEED_RETENTION and an entity that did not change within it (one stored before an upgrade, by
+ * a version without a feed) would otherwise never be copied:
+ * 1. `head`: the tenant's end of the feed (`ChangeFeed.head`), taken first.
+ * 2. Every entity of every copied kind as stored now: the kind's list of all its entities (`list`
+ *    with facet `''`, `pageSize` entities a page, in keyset order), each entity's highest version
+ *    and, for an action, each lower lifecycle version it has; one insert per page, every row with
+ *    the version of `head` (`FeedExport.versionOf`) and the time its version was accepted.
+ * 3. `head` saved as the cursor; the feed is read after it as above.
+ * Why this is right: every version read in step 2 was read after `head` was taken, so it is at
+ * least as new as every change up to `head`, and its version is not lower than theirs (a row
+ * copied from the change at `head` itself has the same version and the same document, unless the
+ * version was replaced since, and then a later change is in the feed). A change after `head` is in the feed after it, has a
+ * higher version, and wins over the snapshot row, also when the snapshot read the entity before
+ * that change or did not find it (an entity that changed moves on in its list, and one deleted
+ * meanwhile is not read): the feed copies it. Nothing is saved before step 3: a crash, a failed
+ * insert, a lost lease or a `close()` during the snapshot leave the tenant without a cursor, and
+ * the next pass takes the snapshot again from the start (the same rows again, harmless). A
+ * snapshot takes the tenant's turn of the pass until it is done, however many pages, renewing the
+ * lease between pages. Only what the lists hold is copied: an entity not listed is not.
+ *
  * - What is copied: every kind the entity store keeps except events. Telemetry events are in
  *   otm_events already, and the feed does not tell a telemetry event's entry (appended by the
  *   telemetry worker) from an update or association event's (a unit's) but by reading the event
@@ -23,8 +45,10 @@
  *   (nothing to read), the delete is, and the put is left out. Within a page only the last change
  *   of each version is copied.
  * - A cursor the feed no longer holds (the exporter stopped for longer than OTM_FEED_RETENTION;
- *   410 cursorExpired): the changes in between are lost to analytics. The exporter logs a warning
- *   naming the tenant and goes on from the oldest change kept.
+ *   410 cursorExpired): the changes in between are gone from the feed. The exporter logs a
+ *   warning naming the tenant, forgets the cursor and takes a snapshot, which brings every entity
+ *   stored now up to date in the table. What the snapshot cannot bring back are the deletes of the
+ *   gap: an entity deleted then keeps its last copied rows as live rows (`deleted = 0`).
  * - Several telemetry workers: one exports at a time, the one holding the store's lease
  *   (`FeedExport.lease`), renewed as it works; the others look every `intervalMs` whether it is
  *   free, so one takes over within `leaseMs` when the holder dies (at once when it stops cleanly).
@@ -48,7 +72,9 @@ import {
   type FeedEntry,
   type FeedExport,
   type FeedPage,
+  type ListPosition,
   type Logger,
+  type StoredDocument,
 } from '@otm/core';
 
 export interface EntityExportOptions {
@@ -107,6 +133,8 @@ export class EntityExporter {
   /** Who this exporter is, in the lease. */
   readonly owner = `${os.hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
   private holding = false;
+  /** When the lease was last taken or renewed (ms since the epoch). */
+  private renewed = 0;
   /** By tenant: the age (s) of the oldest change not yet copied when its feed was last read. */
   private readonly lags = new Map<string, number>();
   private failures = 0;
@@ -178,46 +206,66 @@ export class EntityExporter {
       this.holding = true;
       this.logger.info({ owner: this.owner }, 'entity export: this process copies entity changes to the event store');
     }
-    let renewed = Date.now();
+    this.renewed = Date.now();
     const tenants = await this.source.tenants();
     for (const t of [...this.lags.keys()]) if (!tenants.includes(t)) this.lags.delete(t);
     let more = false;
     let rows = 0;
     for (const tenant of tenants) {
       if (this.closed) break;
-      if (Date.now() - renewed > this.leaseMs / 3) {
-        if (!(await this.source.lease(this.owner, this.leaseMs))) {
-          this.holding = false;
-          return { more: false, rows };
-        }
-        renewed = Date.now();
-      }
+      if (!(await this.keepLease())) return { more: false, rows };
       const done = await this.exportTenant(tenant);
       rows += done.rows;
+      if (done.stopped) return { more: false, rows };
       more ||= done.more;
       entityExportLag.set(Math.max(0, ...this.lags.values()));
     }
     return { more, rows };
   }
 
-  /** Copies up to `pagesPerTenant` pages of the tenant's feed after its saved cursor. */
-  private async exportTenant(tenant: string): Promise<{ more: boolean; rows: number }> {
-    let after = await this.source.cursor(tenant);
+  /** Renews the lease once a third of it has passed; false when another process took it meanwhile. */
+  private async keepLease(): Promise<boolean> {
+    if (Date.now() - this.renewed <= this.leaseMs / 3) return true;
+    if (!(await this.source.lease(this.owner, this.leaseMs))) {
+      this.holding = false;
+      return false;
+    }
+    this.renewed = Date.now();
+    return true;
+  }
+
+  /**
+   * Copies up to `pagesPerTenant` pages of the tenant's feed after its saved cursor; first a
+   * snapshot when there is none. `stopped`: the exporter was closed or lost the lease in a snapshot.
+   */
+  private async exportTenant(tenant: string): Promise<{ more: boolean; rows: number; stopped?: true }> {
     let rows = 0;
+    let after = await this.source.cursor(tenant);
+    if (after === undefined) {
+      const snap = await this.snapshot(tenant);
+      rows += snap.rows;
+      if (snap.head === undefined) return { more: false, rows, stopped: true };
+      after = snap.head;
+    }
     for (let page = 0; page < this.pagesPerTenant; page++) {
       if (this.closed) return { more: false, rows };
       let read: FeedPage;
       try {
         read = await this.read(tenant, after);
       } catch (e) {
-        if (after === undefined || !isCursorExpired(e)) throw e;
+        if (!isCursorExpired(e)) throw e;
         this.logger.warn(
           { tenant, cursor: after },
-          'entity export: the change feed no longer holds the changes after the saved cursor (the export was stopped for longer than OTM_FEED_RETENTION): the changes in between are missing from analytics; going on from the oldest change kept',
+          'entity export: the change feed no longer holds the changes after the saved cursor (the export was stopped for longer than OTM_FEED_RETENTION); copying every entity of the tenant as stored now, which brings them up to date in analytics, then going on with the feed. Entities deleted in between may remain as live rows (deleted = 0)',
         );
-        after = undefined;
         await this.source.saveCursor(tenant, undefined);
-        read = await this.read(tenant, undefined);
+        const snap = await this.snapshot(tenant);
+        rows += snap.rows;
+        if (snap.head === undefined) return { more: false, rows, stopped: true };
+        after = snap.head;
+        // Expired again only if the snapshot took longer than the retention: the pass fails, and
+        // the next one finds the cursor expired and takes a snapshot again.
+        read = await this.read(tenant, after);
       }
       if (read.next === undefined || read.next === after) {
         this.lags.set(tenant, 0);
@@ -238,8 +286,70 @@ export class EntityExporter {
     return { more: true, rows };
   }
 
-  private read(tenant: string, after: string | undefined): Promise<FeedPage> {
-    return this.entities.feed.read({ tenant, limit: this.pageSize, kinds: EXPORTED_KINDS, ...(after === undefined ? {} : { after }) });
+  private read(tenant: string, after: string): Promise<FeedPage> {
+    return this.entities.feed.read({ tenant, limit: this.pageSize, kinds: EXPORTED_KINDS, after });
+  }
+
+  /**
+   * The snapshot of a tenant without a saved cursor (the top of this file): the feed's head, then
+   * every entity of every copied kind as stored now, written at the head's version, a page of
+   * entities an insert; then the head saved as the cursor. `head` undefined: stopped before the
+   * end (closed, or the lease lost), nothing saved.
+   */
+  private async snapshot(tenant: string): Promise<{ head?: string; rows: number }> {
+    const head = await this.entities.feed.head(tenant);
+    const version = this.source.versionOf(head);
+    let rows = 0;
+    for (const kind of EXPORTED_KINDS) {
+      let after: ListPosition | undefined;
+      for (;;) {
+        if (this.closed || !(await this.keepLease())) return { rows };
+        const listed = await this.entities.list({
+          tenant,
+          kind,
+          facet: '',
+          limit: this.pageSize,
+          ...(after === undefined ? {} : { after }),
+        });
+        if (listed.length === 0) break;
+        // A list may name an entity twice (at an old and a new position): read it once a page.
+        const keys = [...new Set(listed.map((p) => p.key))];
+        const versions = (await Promise.all(keys.map((key) => this.versionsOf(tenant, kind, key)))).flat();
+        const now = Date.now();
+        const changes = versions.map((d): EntityChange => ({
+          tenant,
+          op: 'put',
+          kind,
+          key: d.key,
+          lifecycleRank: d.lifecycleRank,
+          at: d.stamp?.acceptedAt ?? now,
+          version,
+          json: d.json,
+        }));
+        if (changes.length > 0) {
+          const written = await this.sink.writeEntityChanges(changes);
+          rows += written;
+          entityExportRows.inc(written);
+        }
+        if (listed.length < this.pageSize) break;
+        after = listed[listed.length - 1];
+      }
+    }
+    // Only once every entity is in the event store.
+    await this.source.saveCursor(tenant, head);
+    this.logger.info(
+      { tenant, rows },
+      'entity export: copied every entity of the tenant as stored now (it had no saved cursor); going on with the changes after it',
+    );
+    return { head, rows };
+  }
+
+  /** Every version of the entity as stored now: the highest rank, and each lower one it has; none when it is not stored. */
+  private async versionsOf(tenant: string, kind: KindSegment, key: string): Promise<StoredDocument[]> {
+    const top = await this.entities.get(tenant, kind, key);
+    if (top === undefined) return [];
+    const lower = await Promise.all(Array.from({ length: top.lifecycleRank }, (_, rank) => this.entities.get(tenant, kind, key, rank)));
+    return [...lower.filter((d): d is StoredDocument => d !== undefined), top];
   }
 
   /**
