@@ -80,7 +80,9 @@ export function gcra(
       best = { allowed: true, index: i, remaining, resetMs: ahead, retryAfterMs: 0 };
     }
   }
-  return { ...(best ?? { allowed: true, index: -1, remaining: 0, resetMs: 0, retryAfterMs: 0 }), tats: next };
+  const b = best ?? { allowed: true, index: -1, remaining: 0, resetMs: 0, retryAfterMs: 0 };
+  // Members named: a spread followed by `tats` costs about a µs a request (V8).
+  return { allowed: b.allowed, index: b.index, remaining: b.remaining, resetMs: b.resetMs, retryAfterMs: b.retryAfterMs, tats: next };
 }
 
 /** The limiter of one process: the buckets in a Map, expired ones swept as it grows. */

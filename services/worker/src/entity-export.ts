@@ -386,9 +386,20 @@ export class EntityExporter {
     );
     const changes: EntityChange[] = [];
     kept.forEach((e, i) => {
-      const base = { tenant, kind: e.kind, key: e.key, at: e.at, version: this.source.versionOf(e.cursor) };
-      if (e.op === 'delete') changes.push({ ...base, op: 'delete', lifecycleRank: 0 });
-      else if (docs[i] !== undefined) changes.push({ ...base, op: 'put', lifecycleRank: e.lifecycleRank ?? 0, json: docs[i] });
+      // Members named: a spread followed by more members costs about a µs each (V8).
+      const version = this.source.versionOf(e.cursor);
+      if (e.op === 'delete') changes.push({ tenant, op: 'delete', kind: e.kind, key: e.key, lifecycleRank: 0, at: e.at, version });
+      else if (docs[i] !== undefined)
+        changes.push({
+          tenant,
+          op: 'put',
+          kind: e.kind,
+          key: e.key,
+          lifecycleRank: e.lifecycleRank ?? 0,
+          at: e.at,
+          version,
+          json: docs[i],
+        });
     });
     return changes;
   }

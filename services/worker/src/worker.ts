@@ -15,6 +15,7 @@ import {
   jsonOf,
   lifecycleRank,
   modifiedOf,
+  positionOfFix,
   TextPut,
   trackFix,
   type LatestPosition,
@@ -105,7 +106,7 @@ export function telemetryEffects(
       value = JSON.parse(d.json) as Record<string, unknown>;
     }
     const fix = trackFix(value, d.stamp?.acceptedAt ?? 0);
-    if (fix !== undefined) fixes.push({ ...fix, tenant: w.tenant, eventKey: d.key });
+    if (fix !== undefined) fixes.push(positionOfFix(fix, w.tenant, d.key));
   }
   return { feed, fixes };
 }

@@ -23,6 +23,7 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  positionOfFix,
   LIFECYCLES,
   type DocumentWrite,
   type EntityChange,
@@ -374,7 +375,7 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     const fixes: Array<LatestPosition & { tenant: string }> = [];
     for (const r of await this.store(writes)) {
       const fix = columnsTrackFix(r);
-      if (fix !== undefined) fixes.push({ ...fix, tenant: r.tenant, eventKey: r.event_id });
+      if (fix !== undefined) fixes.push(positionOfFix(fix, r.tenant, r.event_id));
     }
     return fixes;
   }
@@ -413,8 +414,8 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
 
   /** A row that hides the version of `id` at `rank` that sits at `at` in otm_events. */
   private tombstoneRow(tenant: string, id: string, rank: number, at: Placement, now: number): EventRow {
-    return {
-      ...EMPTY_COLUMNS,
+    // Object.assign, not a spread followed by members (about a µs a member in V8).
+    return Object.assign({}, EMPTY_COLUMNS, {
       tenant,
       event_id: id,
       lifecycle_rank: rank,
@@ -423,9 +424,9 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
       event_time_ms: at.event_time * 1000,
       accepted_at: now,
       version: this.nextVersion(),
-      deleted: 1,
+      deleted: 1 as const,
       doc: '',
-    };
+    });
   }
 
   private idRow(r: EventRow): IdRow {
