@@ -144,10 +144,13 @@ const CATCH_UP_BATCH = 1_000;
  * with no record is listed as a unit would list it (core's `listRecordOfVersions`: at the newest
  * time one of its versions was accepted, under the facets of each), a write transaction a batch. An
  * entity that has a record keeps it. A stop in the middle leaves the mark unset: the next start
- * goes on, the entities listed already being skipped. Returns how many it listed.
+ * goes on, the entities listed already being skipped. `starting` is told first when there are
+ * entities to look at. Returns how many it listed.
  */
-export function catchUpLists(root: RootDatabase, entities: Str, dbs: ListDbs, meta: Str): number {
+export function catchUpLists(root: RootDatabase, entities: Str, dbs: ListDbs, meta: Str, starting?: () => void): number {
   if (meta.get(LISTS_MARK) === LISTS_COMPLETE) return 0;
+  // A folder with entities: say so before reading them all, which takes a while on a large one.
+  for (const _ of entities.getKeys({ limit: 1 })) starting?.();
   let listed = 0;
   let batch: Array<{ tenant: string; kind: KindSegment; key: string; versions: StoredDocument[] }> = [];
   const flush = () => {

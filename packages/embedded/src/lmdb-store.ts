@@ -483,7 +483,9 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       lists: { entries: db('lists'), records: db('list-records') },
     };
     // A data folder of a version before lists: its entities are listed now, once (lists.ts).
-    const listed = catchUpLists(root, dbs.entities, dbs.lists, db('store-meta'));
+    const listed = catchUpLists(root, dbs.entities, dbs.lists, db('store-meta'), () =>
+      opts.warn?.('lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)'),
+    );
     if (listed > 0)
       opts.warn?.(`lists: listed ${listed} ${listed === 1 ? 'entity' : 'entities'} stored by an earlier version, before lists existed`);
     const feedDb = db('feed');
