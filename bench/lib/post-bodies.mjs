@@ -10,15 +10,50 @@
  * its second pass over the bodies (the first warms it up).
  * As a script (what the module runs): `node bench/lib/post-bodies.mjs <url> <file>`, the file
  * holding the bodies each after its length (4 bytes, big-endian); prints the figures as JSON.
+ * Also the receiving end the webhook rows deliver to (`receiver`).
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 
 const SELF = fileURLToPath(import.meta.url);
+
+/**
+ * A webhook receiver on 127.0.0.1 that answers 200 and keeps the bodies: `{ url, bodies,
+ * changes(), reset(), close() }`, `changes()` counted without parsing a body (one "cursor" member a
+ * change).
+ */
+export async function receiver() {
+  let bodies = [];
+  let changes = 0;
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      bodies.push(body);
+      for (let at = body.indexOf('"cursor":'); at >= 0; at = body.indexOf('"cursor":', at + 9)) changes++;
+      res.writeHead(200).end('ok');
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/hook`,
+    get bodies() {
+      return bodies;
+    },
+    changes: () => changes,
+    reset() {
+      bodies = [];
+      changes = 0;
+    },
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
 
 /** POSTs `bodies` to `url` one at a time from this process: seconds and CPU seconds. */
 export async function postHere(url, bodies) {

@@ -17,7 +17,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
-import { postFromChild, postHere } from '../lib/post-bodies.mjs';
+import { postFromChild, postHere, receiver } from '../lib/post-bodies.mjs';
 import { EMB_TOKEN, startEmbedded } from '../lib/services.mjs';
 import { fmt, log, percentile, request, sleep } from '../lib/util.mjs';
 
@@ -66,30 +66,6 @@ function openStream(url, path, onEvent) {
     });
     req.end();
   });
-}
-
-/** A receiver on 127.0.0.1 that answers 200 and keeps the bodies; resolves { url, bodies, changes(), close() }. */
-async function receiver() {
-  const bodies = [];
-  let changes = 0;
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      bodies.push(body);
-      // Counted without parsing the whole body: one "cursor" member a change.
-      for (let at = body.indexOf('"cursor":'); at >= 0; at = body.indexOf('"cursor":', at + 9)) changes++;
-      res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}/hook`,
-    bodies,
-    changes: () => changes,
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
 }
 
 /** CPU seconds (user + system) of a process's main thread so far (its task of the same id), from /proc; NaN elsewhere. */

@@ -17,10 +17,9 @@
  * --what-if the service runs with what-if.mjs (a cheaper document read, to estimate its effect).
  */
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { postFromChild, postHere } from '../../lib/post-bodies.mjs';
+import { postFromChild, postHere, receiver } from '../../lib/post-bodies.mjs';
 import { EMB_TOKEN, startEmbedded } from '../../lib/services.mjs';
 import { REPO, fmt, log, request, sleep } from '../../lib/util.mjs';
 
@@ -38,35 +37,6 @@ function cpuOf(pid, mainThread = false) {
   const f = fs.readFileSync(mainThread ? `/proc/${pid}/task/${pid}/stat` : `/proc/${pid}/stat`, 'utf8');
   const parts = f.slice(f.lastIndexOf(')') + 2).split(' ');
   return (Number(parts[11]) + Number(parts[12])) / 100;
-}
-
-/** A receiver on 127.0.0.1 that answers 200 and keeps the bodies. */
-async function receiver() {
-  let bodies = [];
-  let changes = 0;
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      bodies.push(body);
-      for (let at = body.indexOf('"cursor":'); at >= 0; at = body.indexOf('"cursor":', at + 9)) changes++;
-      res.writeHead(200).end('ok');
-    });
-  });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}/hook`,
-    get bodies() {
-      return bodies;
-    },
-    changes: () => changes,
-    reset() {
-      bodies = [];
-      changes = 0;
-    },
-    close: () => new Promise((resolve) => server.close(resolve)),
-  };
 }
 
 const profDir = PROFILE ? fs.mkdtempSync(path.join(os.tmpdir(), 'otm-webhook-prof-')) : undefined;
