@@ -203,17 +203,14 @@ export interface EventFacts {
 /** The facts of an event document (see `EventFacts`): its track point when it is one, else its time, vehicle and position. */
 export function eventFacts(event: Obj): EventFacts {
   const type = typeof event.eventType === 'string' && event.eventType !== '' ? event.eventType : undefined;
-  const fix = type === 'locationUpdateEvent' ? trackFix(event, Number.NaN) : undefined;
-  if (fix !== undefined) {
-    // Each member named: `{ ...fix, type, located: true }` took five times as long.
-    const { time, vehicle, lat, lon, speedKmh, heading } = fix;
-    return { time, vehicle, type, lat, lon, speedKmh, heading, located: true };
-  }
   const time = eventTimeMs(event, Number.NaN);
   const vehicle = linkedKey(event, 'vehicle');
   if (vehicle === '') return { time, vehicle, type, lat: null, lon: null, speedKmh: null, heading: null, located: false };
   const p = eventPosition(event.geoReference);
-  return { time, vehicle, type, lat: p.lat, lon: p.lon, speedKmh: p.speedKmh, heading: p.heading.value, located: false };
+  // A track point exactly when `trackFix` gives one; each member named (a spread followed by
+  // more members costs about a µs each in V8).
+  const located = type === 'locationUpdateEvent' && p.lat !== null && p.lon !== null;
+  return { time, vehicle, type, lat: p.lat, lon: p.lon, speedKmh: p.speedKmh, heading: p.heading.value, located };
 }
 
 /**
