@@ -229,6 +229,20 @@ export interface FeedEntry {
   readonly lifecycleRank?: number;
   /** The document written (a put), when the feed keeps it; else the query reads that version. */
   readonly doc?: string | Buffer;
+  /**
+   * Where the embedded event log wrote the put's document (its store's feed blocks keep it): the
+   * query reads the document there, without looking the version up, while that file of the log is
+   * current (`ManyDocumentsReader.documentsOf`).
+   */
+  readonly logged?: LogPosition;
+}
+
+/** A document's place in the embedded event log: segment, the generation of its file, byte offset and length. */
+export interface LogPosition {
+  readonly seg: number;
+  readonly gen: number;
+  readonly off: number;
+  readonly len: number;
 }
 
 export interface FeedRead {

@@ -12,7 +12,10 @@
  * an LMDB write costs a µs or more, so it stores each tenant's changes of one transaction as one
  * entry, a block: `@<at> <count>`, then for each change, in order, a line
  * `\n<op><rank><kind>|<key>` (op `p` or `d`, rank one digit), under the number of its last change;
- * its changes have the `count` numbers up to that one. A read resuming inside a block skips the
+ * its changes have the `count` numbers up to that one. A put whose place in the event log is known
+ * (every put of the log's index commits) is a line `\nq<rank><seg>.<gen>.<offset>.<length>:<kind>|<key>`
+ * (the numbers in base 36): the query reads the document that put wrote from there, without a
+ * lookup (FeedEntry.logged). A read resuming inside a block skips the
  * changes up to its cursor; retention removes a block whole (its changes share their time). The
  * key of a block is a number like any other, so heads, floors and the largest number work the same
  * on both. The answers are those of one entry a change: the same cursors, order and members.
@@ -29,7 +32,7 @@
  * bounded number per transaction; a read that resumes before what was removed is answered with
  * `cursorExpired` (410), rather than silently skipping changes.
  */
-import { cursorExpired, invalidDocument, type FeedEntry, type FeedPage, type FeedRead } from '@otm/core';
+import { cursorExpired, invalidDocument, type FeedEntry, type FeedPage, type FeedRead, type LogPosition } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import type { RootDatabase } from 'lmdb';
 import { END, SEP } from './keys.js';
@@ -73,7 +76,13 @@ const headText = (at: number, op: 'put' | 'delete', kind: KindSegment, key: stri
 
 /** What a block keeps of a change (effects.ts's EventChange is one). */
 export type BlockChange =
-  | { readonly op: 'put'; readonly kind: KindSegment; readonly key: string; readonly rank: number }
+  | {
+      readonly op: 'put';
+      readonly kind: KindSegment;
+      readonly key: string;
+      readonly rank: number;
+      readonly where?: LogPosition | undefined;
+    }
   | { readonly op: 'delete'; readonly kind: KindSegment; readonly key: string };
 
 /** The first character of a block's value (a change's is `{`). */
@@ -136,7 +145,11 @@ export class FeedSeq {
         this.appendChange(tenant, at, c.op, c.kind, c.key, rank);
         continue;
       }
-      lines += `\n${c.op === 'put' ? 'p' : 'd'}${rank}${c.kind}${SEP}${c.key}`;
+      const w = c.op === 'put' ? c.where : undefined;
+      lines +=
+        w === undefined
+          ? `\n${c.op === 'put' ? 'p' : 'd'}${rank}${c.kind}${SEP}${c.key}`
+          : `\nq${rank}${w.seg.toString(36)}.${w.gen.toString(36)}.${w.off.toString(36)}.${w.len.toString(36)}:${c.kind}${SEP}${c.key}`;
       count++;
     }
     flush();
@@ -226,6 +239,19 @@ function decode(cursor: string, raw: string): FeedEntry {
   if (head.op === 'put') e.lifecycleRank = head.rank;
   if (nl >= 0) e.doc = raw.slice(nl + 1);
   return e;
+}
+
+/** The place in the log a block's line gives, `<seg>.<gen>.<offset>.<length>` in base 36 from `start` to `end`. */
+function placeOf(value: string, start: number, end: number): LogPosition {
+  const a = value.indexOf('.', start);
+  const b = value.indexOf('.', a + 1);
+  const c = value.indexOf('.', b + 1);
+  return {
+    seg: parseInt(value.slice(start, a), 36),
+    gen: parseInt(value.slice(a + 1, b), 36),
+    off: parseInt(value.slice(b + 1, c), 36),
+    len: parseInt(value.slice(c + 1, end), 36),
+  };
 }
 
 /** What a read has gathered so far (LmdbFeed.read, scanBlock). */
@@ -352,17 +378,23 @@ export class LmdbFeed {
       if (n > after) {
         s.last = n;
         s.budget--;
-        const bar = value.indexOf(SEP, nl + 3);
+        const op = value.charCodeAt(nl + 1);
+        // A put with its place in the log: the kind starts after the place's `:`.
+        const from = op === 0x71 /* 'q' */ ? value.indexOf(':', nl + 3) + 1 : nl + 3;
+        const bar = value.indexOf(SEP, from);
         // The kind of the change before it, most often: that string again rather than a new one.
         let kind = s.kind;
-        if (bar - nl - 3 !== kind.length || !value.startsWith(kind, nl + 3)) s.kind = kind = value.slice(nl + 3, bar);
+        if (bar - from !== kind.length || !value.startsWith(kind, from)) s.kind = kind = value.slice(from, bar);
         if (kinds === undefined || kinds.has(kind as KindSegment)) {
           const cursor = String(n);
           const k = value.slice(bar + 1, end < 0 ? value.length : end);
+          const rank = value.charCodeAt(nl + 2) - 0x30;
           entries.push(
-            value.charCodeAt(nl + 1) === 0x70 // 'p'
-              ? { cursor, at, op: 'put', kind: kind as KindSegment, key: k, lifecycleRank: value.charCodeAt(nl + 2) - 0x30 }
-              : { cursor, at, op: 'delete', kind: kind as KindSegment, key: k },
+            op === 0x71
+              ? { cursor, at, op: 'put', kind: kind as KindSegment, key: k, lifecycleRank: rank, logged: placeOf(value, nl + 3, from - 1) }
+              : op === 0x70 // 'p'
+                ? { cursor, at, op: 'put', kind: kind as KindSegment, key: k, lifecycleRank: rank }
+                : { cursor, at, op: 'delete', kind: kind as KindSegment, key: k },
           );
         }
       }

@@ -233,7 +233,28 @@ describe('embedded change feed', () => {
     for (let i = 1; i < 13; i++) expect(seqs[i]).toBe(seqs[i - 1]! + 1);
     expect(seqs[13]).toBe(seqs[12]! + 11);
     expect(all[11]).toEqual({ cursor: all[11]!.cursor, at: all[1]!.at, op: 'delete', kind: 'events', key: 'e3' });
-    expect(all[12]).toEqual({ cursor: all[12]!.cursor, at: all[1]!.at, op: 'put', kind: 'events', key: 'e3b', lifecycleRank: 4 });
+    // A put keeps where the log wrote its document: the index's position of that version.
+    const lookup = (k: string) => (s.events as unknown as { writer: { lookup(k: string): unknown } }).writer.lookup(k);
+    expect(all[12]).toEqual({
+      cursor: all[12]!.cursor,
+      at: all[1]!.at,
+      op: 'put',
+      kind: 'events',
+      key: 'e3b',
+      lifecycleRank: 4,
+      logged: { ...(lookup('t|events|e3b|4') as object) },
+    });
+    for (let i = 1; i <= 10; i++) {
+      // e3 is deleted since (the index forgot it): its put still says where it was written.
+      if (i === 4)
+        expect(all[i]!.logged).toEqual({
+          seg: 1,
+          gen: 0,
+          off: expect.any(Number) as number,
+          len: Buffer.byteLength('{"id":"e3","eventType":"sensorUpdateEvent"}'),
+        });
+      else expect(all[i]!.logged).toEqual({ ...(lookup(`t|events|e${i - 1}|0`) as object) });
+    }
     // Resuming after any change gives what follows it, also from inside the entry.
     for (const i of [0, 1, 5, 10, 11, 12]) {
       const page = await s.entities.feed.read({ tenant: 't', after: all[i]!.cursor, limit: 2 });
@@ -246,6 +267,28 @@ describe('embedded change feed', () => {
     // The other tenant's entry holds its changes only, numbered among the others.
     expect((await readAll(s, { tenant: 'u' })).map(brief)).toEqual(Array.from({ length: 10 }, (_, i) => `put events u${i}`));
     expect(await s.entities.feed.head('t')).toBe(all.at(-1)!.cursor);
+  });
+
+  it('reads blocks written without places in the log (puts as `p` lines) as puts to look up', async () => {
+    const s = openAt(tmp());
+    const root = (s.events as unknown as { opts: { root: { openDB(o: object): { putSync(k: string, v: string): void } } } }).opts.root;
+    root
+      .openDB({ name: 'feed', encoding: 'string' })
+      .putSync('t|0000000000000003', '@1700000000000 3\np0events|x\nd0events|y\nq4a.0.1z.b:events|z');
+    const all = await readAll(s);
+    expect(all).toEqual([
+      { cursor: '1', at: 1700000000000, op: 'put', kind: 'events', key: 'x', lifecycleRank: 0 },
+      { cursor: '2', at: 1700000000000, op: 'delete', kind: 'events', key: 'y' },
+      {
+        cursor: '3',
+        at: 1700000000000,
+        op: 'put',
+        kind: 'events',
+        key: 'z',
+        lifecycleRank: 4,
+        logged: { seg: 10, gen: 0, off: 71, len: 11 },
+      },
+    ]);
   });
 
   it('keeps a change whose key a block cannot hold as an entry of its own, in its place', async () => {

@@ -363,7 +363,7 @@ export function openApiDocument(): Record<string, unknown> {
       summary: "Extension: the change feed, every put and delete of the tenant's data in the order applied",
       description:
         'Resumable from any cursor within OTM_FEED_RETENTION (default 7 days). `next` is always given: at the end it is where to ask again later. ' +
-        'A put carries the document written (or, for telemetry events in the distributed deployment, the version as stored when read).',
+        'A put carries the document written (or, for telemetry events in the distributed deployment, and in the embedded one for an event whose part of the log was compacted since, the version as stored when read).',
       tags: ['Extensions'],
       parameters: [
         {
@@ -770,7 +770,10 @@ export function openApiDocument(): Record<string, unknown> {
             kind: { type: 'string', enum: KINDS.map((k) => k.segment) },
             id: { type: 'string', format: 'uuid' },
             lifecycle: ref('lifecycle'),
-            document: { type: 'object', description: 'the document put (a put; absent if deleted since, for a version read when asked)' },
+            document: {
+              type: 'object',
+              description: 'the document put (a put; absent if deleted since, for a version read when the change is read)',
+            },
           },
         },
         position: {

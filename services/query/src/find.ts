@@ -17,6 +17,7 @@ import {
   type FeedEntry,
   type LatestPosition,
   type ListPosition,
+  type LogPosition,
   type Lister,
   type PositionReader,
   type StoredDocument,
@@ -27,13 +28,18 @@ import { decodeCursor, encodeCursor, isPosition, type ListFilters } from './find
 
 /**
  * A store that reads the documents of many versions at once (the embedded event log,
- * `LogEventStore.documentsOf`): each what `get` answers, as bytes, in the order asked.
+ * `LogEventStore.documentsOf`): each what `get` answers, as bytes, in the order asked; one given
+ * with where it was `logged` (a feed entry of that log), the document that put wrote.
  */
 export interface ManyDocumentsReader {
   documentsOf(
     tenant: string,
     kind: KindSegment,
-    versions: ReadonlyArray<{ readonly key: string; readonly lifecycleRank?: number | undefined }>,
+    versions: ReadonlyArray<{
+      readonly key: string;
+      readonly lifecycleRank?: number | undefined;
+      readonly logged?: LogPosition | undefined;
+    }>,
   ): Promise<ReadonlyArray<Buffer | undefined>>;
 }
 
@@ -193,9 +199,10 @@ export class Finder {
   }
 
   /**
-   * The documents of feed entries, in their order: a put's document as the feed keeps it, else the
-   * version as stored now (undefined if deleted since); undefined for a delete, and for the entries
-   * `want` leaves out (not read).
+   * The documents of feed entries, in their order: a put's document as the feed keeps it, or as the
+   * embedded event log wrote it (where the entry says it was `logged`, while the log holds it
+   * there), else the version as stored now (undefined if deleted since); undefined for a delete,
+   * and for the entries `want` leaves out (not read).
    */
   documents(tenant: string, entries: readonly FeedEntry[], want?: (e: FeedEntry) => boolean): Promise<Array<string | Buffer | undefined>> {
     if (this.deps.events.documentsOf !== undefined) return this.documentsTogether(tenant, entries, want);
@@ -212,7 +219,8 @@ export class Finder {
    * `documents` with an event store that reads many at once: what `version` answers for each, the
    * entity store asked first as there, then the events it does not hold read from the event store
    * together (`documentsOf`: the event log reads a page's documents in a few reads, as bytes),
-   * rather than one after the other.
+   * rather than one after the other. A put the event log wrote (`logged`) is read from the log
+   * alone: its document is the one that put wrote.
    */
   private async documentsTogether(
     tenant: string,
@@ -220,21 +228,24 @@ export class Finder {
     want: ((e: FeedEntry) => boolean) | undefined,
   ): Promise<Array<string | Buffer | undefined>> {
     const out = new Array<string | Buffer | undefined>(entries.length);
+    /** The entries read from the event store, and their index. */
+    const events: FeedEntry[] = [];
+    const eventsAt: number[] = [];
     /** The entries whose document is read, by index, and their versions in the entity store. */
     const read: number[] = [];
     const stored: Array<Promise<StoredDocument | undefined>> = [];
     for (let i = 0; i < entries.length; i++) {
       const e = entries[i]!;
       if (e.op === 'delete' || e.doc !== undefined || (want !== undefined && !want(e))) out[i] = e.doc;
-      else {
+      else if (e.logged !== undefined) {
+        events.push(e);
+        eventsAt.push(i);
+      } else {
         read.push(i);
         stored.push(this.deps.entities.get(tenant, e.kind, e.key, e.lifecycleRank));
       }
     }
-    if (read.length === 0) return out;
-    const found = await Promise.all(stored);
-    const events: FeedEntry[] = [];
-    const eventsAt: number[] = [];
+    const found = read.length === 0 ? [] : await Promise.all(stored);
     for (let j = 0; j < read.length; j++) {
       const d = found[j];
       const i = read[j]!;

@@ -120,6 +120,32 @@ describe('Finder.documents', () => {
     }
   });
 
+  it('reads a put the event log wrote (logged) from the log alone, with its place: the entity store is not asked, its version does not win', async () => {
+    const f = finder(entityVersions, eventVersions, true);
+    const asked: Array<{ key: string; logged?: unknown }> = [];
+    const deps = (f.finder as unknown as { deps: { events: ManyDocumentsReader } }).deps;
+    const inner = deps.events.documentsOf.bind(deps.events);
+    deps.events.documentsOf = (tenant, kind, versions) => {
+      asked.push(...versions.map((v) => ({ key: v.key, logged: v.logged })));
+      return inner(tenant, kind, versions);
+    };
+    const place = { seg: 1, gen: 0, off: 100, len: 30 };
+    const logged = [
+      entry(1, 'events', 'both', { lifecycleRank: 4, logged: place }),
+      entry(2, 'events', 'e5', { lifecycleRank: 4, logged: { ...place, off: 200 } }),
+      entry(3, 'trips', 'T'),
+    ];
+    const got = await f.finder.documents('t', logged);
+    // The event store's version of 'both' (the one the log wrote), not the entity store's.
+    expect(got.map(text)).toEqual(['{"id":"both","from":"events"}', '{"id":"e5","n":5}', '{"id":"T"}']);
+    expect(f.entities.get).toBe(1);
+    expect(f.events).toEqual({ get: 0, many: 1, manyKeys: 2 });
+    expect(asked).toEqual([
+      { key: 'both', logged: place },
+      { key: 'e5', logged: { ...place, off: 200 } },
+    ]);
+  });
+
   it('reads nothing for the entries want leaves out (their document as the feed keeps it, if any), nor for deletes', async () => {
     const want = (e: FeedEntry) => e.key === 'e3' || e.key === 'T' || e.key === 'V';
     const f = finder(entityVersions, eventVersions, true);

@@ -48,7 +48,7 @@
  * longer than the parse.)
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { eventFacts, type EventFacts, type ListPosition, type ListScan } from '@otm/core';
+import { eventFacts, type EventFacts, type ListPosition, type LogPosition, type ListScan } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import type { FeedSeq } from '../feed.js';
 import { SEP } from '../keys.js';
@@ -79,6 +79,8 @@ export interface EventPut extends EventFacts {
   readonly time: number;
   /** The event type's code in `event-vehicle` values (TYPE_CODES; LITERAL: `type` itself, NO_TYPE: none). */
   readonly code: number;
+  /** Where the log holds its document, once its record is placed: its feed entry keeps it (feed.ts). */
+  where: LogPosition | undefined;
 }
 
 /** What the index commit records of one put or delete of the log. */
@@ -171,6 +173,7 @@ export function putChange(
     speedKmh: f.speedKmh,
     heading: f.heading,
     located: f.located,
+    where: undefined,
   };
 }
 

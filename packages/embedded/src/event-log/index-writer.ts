@@ -285,7 +285,12 @@ export class IndexWriter {
   }
 }
 
-/** The changes the entries carry, in order. */
+/** The changes the entries carry, in order; a put's with where its record went. */
 function* changesOf(entries: readonly IndexEntry[]): Generator<EventChange> {
-  for (const e of entries) if (e.change !== undefined) yield e.change;
+  for (const e of entries) {
+    const c = e.change;
+    if (c === undefined) continue;
+    if (c.op === 'put') c.where = e;
+    yield c;
+  }
 }

@@ -306,11 +306,14 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean, un
     }
     if (isPut(body[0])) {
       const doc = docStart(body[0], kb);
-      const value = encodePos({ seg: n, gen: segments.genOf(n), off: at + HEADER + doc, len: len - doc });
+      const where = { seg: n, gen: segments.genOf(n), off: at + HEADER + doc, len: len - doc };
+      const value = encodePos(where);
       batch.push(() => index.putSync(k, value));
       const { tenant, kind, key } = partsOf(k);
       const rank = Number(k.slice(k.lastIndexOf('|') + 1));
-      changes.push(putChange(tenant, kind, key, rank, acceptedAtOf(body, kb) ?? now, undefined, () => body.toString('utf8', doc)));
+      const change = putChange(tenant, kind, key, rank, acceptedAtOf(body, kb) ?? now, undefined, () => body.toString('utf8', doc));
+      if (change.op === 'put') change.where = where;
+      changes.push(change);
     } else if (body[0] === OP_DELETE) {
       batch.push(() => RANKS_DOWN.forEach((r) => index.removeSync(k + r)));
       changes.push({ op: 'delete', ...partsOf(k) });

@@ -35,6 +35,7 @@ import {
   type EventStore,
   type ListPosition,
   type ListScan,
+  type LogPosition,
   type StoredDocument,
   type TrackPoint,
   type TrackScan,
@@ -146,7 +147,9 @@ export class LogEventStore implements EventStore {
    * The documents of many versions at once, in the order asked (a page of the change feed's puts:
    * query's `Finder.documents`): for each, the bytes of the version of `lifecycleRank` of `key`, or
    * of its latest version when it names none, as `get` would answer them; undefined for one not
-   * stored or deleted. Read together: every position looked up first (in one turn, so in one
+   * stored or deleted. A version given with where it was `logged` (a feed entry's) is read from
+   * there, the document that put wrote, without a lookup, while that file is the segment's current
+   * generation; else looked up as above. Read together: every position looked up first (in one turn, so in one
    * LMDB read transaction: lmdb-js renews it once a turn), then the documents read in the order of
    * the log, one `pread` a run of adjacent records (segments.ts `readMany`), each answered as a
    * slice of what was read, no text made of it. The lookups and the reads of the runs are made in
@@ -157,14 +160,27 @@ export class LogEventStore implements EventStore {
   async documentsOf(
     tenant: string,
     kind: KindSegment,
-    versions: ReadonlyArray<{ readonly key: string; readonly lifecycleRank?: number | undefined }>,
+    versions: ReadonlyArray<{
+      readonly key: string;
+      readonly lifecycleRank?: number | undefined;
+      readonly logged?: LogPosition | undefined;
+    }>,
   ): Promise<Array<Buffer | undefined>> {
     const out = new Array<Buffer | undefined>(versions.length);
     const found: Pos[] = [];
     /** The index in `versions` of each position found. */
     const at: number[] = [];
+    const { gens } = this.segments;
     for (let i = 0; i < versions.length; i++) {
       const v = versions[i]!;
+      // Where the put wrote it (a feed entry's), while that file is the segment's current one:
+      // compaction copies what it keeps to a new generation and removes the old file.
+      const w = v.logged;
+      if (w !== undefined && gens.get(w.seg) === w.gen) {
+        found.push(w);
+        at.push(i);
+        continue;
+      }
       const prefix = prefixOf(tenant, kind, v.key);
       for (const r of ranksToTry(v.lifecycleRank)) {
         const pos = this.writer.lookup(prefix + r);

@@ -190,6 +190,32 @@ describe('event log: documents of many versions at once', () => {
       expect((await many(s, asked)).map(text)).toEqual(expected);
     });
 
+    it("reads a feed entry's document where its put wrote it (replaced or deleted since: still that put's), until compaction moved it", async () => {
+      const s = openAt(tmp(), { eventSegmentBytes: 4096, eventCompaction: { intervalMs: 0 } });
+      await halfReplaced(s);
+      await s.events.write([del('a15')]);
+      await s.events.settled();
+      const feed = (await s.entities.feed.read({ tenant: 't', limit: 100 })).entries;
+      // Each put of the log says where it went; the first 18 are a0..a17 as first written.
+      const first = feed.slice(0, 18);
+      expect(first.map((e) => e.key)).toEqual(Array.from({ length: 18 }, (_, j) => `a${j}`));
+      for (const e of feed) if (e.op === 'put') expect(e.logged).toBeDefined();
+      const written = Array.from({ length: 18 }, (_, j) => fixed(j));
+      const { result, reads } = await readsOf(() => many(s, first));
+      expect(result.map(text)).toEqual(written);
+      // One pread for them all, and no lookup: the index is not asked.
+      expect(reads).toHaveLength(1);
+      const lookup = vi.spyOn(internals(s).writer, 'lookup');
+      await many(s, first);
+      expect(lookup).not.toHaveBeenCalled();
+      lookup.mockRestore();
+      // Compaction copies what it keeps to generation 1 and removes generation 0: the entries that
+      // named it are read as stored now (the latest version, none for the deleted one).
+      expect((await s.events.compact()).compacted).toEqual([1]);
+      const now = Array.from({ length: 18 }, (_, j) => (j === 15 ? undefined : fixed(j, j < 10 ? 1 : 0)));
+      expect((await many(s, first)).map(text)).toEqual(now);
+    });
+
     it('reads from both generations while the index moves between them, a write during the move winning over the copy', async () => {
       const seen: Array<Array<string | undefined>> = [];
       const gens: Array<Set<number>> = [];
