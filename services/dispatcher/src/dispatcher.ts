@@ -10,8 +10,10 @@
  *   items exactly as `GET /api/v5/changes` makes them (query's `changeItem`). A batch goes when it
  *   holds `batch` changes (OTM_WEBHOOK_BATCH; or MAX_BATCH_BYTES of them), or once its first change
  *   is `lingerMs` old (1 s): what arrived within that second. Idle, it reads again every `pollMs`.
- * - While a batch's POST is on its way, the next page of the feed is read (`prefetch`), so that
- *   reading and the receiver's work overlap; the cursor still moves only after the 2xx.
+ * - While a batch's POST is on its way, the next page of the feed is read (`prefetch`) and, with a
+ *   backlog, the next batch made and signed from it (`next`), so that the dispatcher's work and
+ *   the receiver's overlap and the next POST goes as soon as the answer comes; the cursor still
+ *   moves only after the 2xx, and a batch that fails goes again before the one made ahead.
  * - A 2xx answer: the attempt is recorded, then the cursor moves past the batch (`advance`, which
  *   checks that no replay, resume or pause came meanwhile). A crash before that delivers the batch
  *   again: at least once; receivers deduplicate by the changes' cursors.
@@ -165,6 +167,8 @@ interface Batch {
   readonly rev: number;
   readonly from: string | undefined;
   attempt: number;
+  /** Its signature, made ahead for a time (unix seconds): used if the POST goes within that second. */
+  signed?: { readonly t: number; readonly value: string };
 }
 
 export class Dispatcher {
@@ -370,6 +374,12 @@ class SubscriptionLoop {
   private kinds: { json: string; set: ReadonlySet<KindSegment> | undefined } | undefined;
   private basis: { rev: number; cursor: string | undefined } | undefined;
   private batch: Batch | undefined;
+  /**
+   * The batch after `batch`, made while the receiver reads `batch` (`prepare`): the changes after
+   * it, from its `to`. It goes once `batch` is delivered; dropped with `batch` when the loop starts
+   * again from the stored cursor.
+   */
+  private next: Batch | undefined;
   private filter: { json: string; matcher: Matcher } | undefined;
   /**
    * The commits of delivered batches (the attempt's record and the cursor), chained in order. The
@@ -484,6 +494,7 @@ class SubscriptionLoop {
         this.scanned = sub.cursor;
         this.more = false;
         this.batch = undefined;
+        this.next = undefined;
       }
       try {
         if (this.batch === undefined) {
@@ -536,7 +547,7 @@ class SubscriptionLoop {
    * (ms) for a batch that is not full yet, 'moved' (only changes left out: the cursor moved on), or
    * 'expired' (paused: the feed no longer holds the changes after the cursor).
    */
-  private async fill(sub: WebhookSubscription): Promise<'batch' | 'idle' | 'moved' | 'expired' | number> {
+  private async fill(sub: WebhookSubscription, after?: Batch): Promise<'batch' | 'idle' | 'moved' | 'expired' | number> {
     const { store } = this.dispatcher.deps;
     const size = this.o.batch;
     if (this.pending.length < size) {
@@ -550,6 +561,8 @@ class SubscriptionLoop {
           slice = await reader.read(this.scanned);
         } catch (e) {
           if (!isCursorExpired(e)) throw e;
+          // Ahead of a batch in flight: the loop finds it again, and pauses, once that batch is done.
+          if (after !== undefined) return 'idle';
           const reason = `the change feed no longer holds the changes after cursor ${this.scanned ?? ''} (OTM_FEED_RETENTION): replay from a cursor it holds`;
           await store.pause(this.tenant, this.id, sub.rev, reason);
           this.log.warn({ subscription: this.id, tenant: this.tenant }, 'webhook dispatcher: paused, its cursor expired');
@@ -567,6 +580,8 @@ class SubscriptionLoop {
       const more = this.more;
       if (this.pending.length === 0) {
         this.lagSeconds = 0;
+        // Ahead of a batch in flight, the cursor is not moved: the loop does it after that batch.
+        if (after !== undefined) return 'idle';
         const at = this.basis?.cursor;
         if (this.scanned !== undefined && this.scanned !== at) {
           // Only changes the subscription leaves out: move on without a POST (after the commits in flight).
@@ -598,18 +613,24 @@ class SubscriptionLoop {
     // All that was read went: the cursor goes past what was read (changes left out included).
     const to = rest.length === 0 && this.scanned !== undefined ? this.scanned : items[items.length - 1]!.entry.cursor;
     const id = randomUUID();
-    this.batch = {
+    const made: Batch = {
       id,
       body: this.body(id, items),
       changes: items.length,
       firstCursor: items[0]!.entry.cursor,
       lastCursor: items[items.length - 1]!.entry.cursor,
       to,
-      rev: sub.rev,
-      from: this.basis?.cursor,
+      rev: after?.rev ?? sub.rev,
+      from: after === undefined ? this.basis?.cursor : after.to,
       attempt: 0,
     };
     this.pending = rest;
+    if (after === undefined) this.batch = made;
+    else {
+      const t = Math.floor(Date.now() / 1000);
+      made.signed = { t, value: signature(sub.secret, made.body, t) };
+      this.next = made;
+    }
     return 'batch';
   }
 
@@ -634,6 +655,7 @@ class SubscriptionLoop {
     batch.attempt++;
     const { body } = batch;
     const at = Date.now();
+    const t = Math.floor(at / 1000);
     const posting: Promise<AttemptResult> = this.dispatcher.client.post(
       sub.url,
       body,
@@ -641,7 +663,7 @@ class SubscriptionLoop {
         'content-type': 'application/json',
         'user-agent': 'otm-webhooks/1',
         'otm-delivery': batch.id,
-        'otm-signature': signature(sub.secret, body, Math.floor(at / 1000)),
+        'otm-signature': batch.signed?.t === t ? batch.signed.value : signature(sub.secret, body, t),
       },
       this.abort.signal,
     );
@@ -652,7 +674,20 @@ class SubscriptionLoop {
       const { reader, scanned } = this;
       setImmediate(() => reader.prefetch(scanned));
     }
+    // Then the next batch itself, from that page (`next`): made and signed while the receiver reads
+    // this one, so that it goes as soon as this one is answered. Only a full batch is made ahead.
+    let preparing: Promise<unknown> | undefined;
+    if (batch.attempt === 1 && this.next === undefined && (this.more || this.pending.length >= this.o.batch)) {
+      preparing = new Promise<void>((resolve) => setImmediate(resolve))
+        .then(() => (this.running ? this.fill(sub, batch) : undefined))
+        .catch(() => {
+          // Made again by the loop, which says why if it fails there too.
+          this.next = undefined;
+        });
+    }
     const result = await posting;
+    // What `prepare` changes (the changes pending, how far the feed was read) is settled first.
+    if (preparing !== undefined) await preparing;
     // Stopped meanwhile (close, a lost lease): nothing is recorded; the batch goes again.
     if (!this.running) return;
     webhookAttempts.inc({ outcome: result.outcome });
@@ -671,7 +706,8 @@ class SubscriptionLoop {
     };
     if (result.outcome === 'delivered') {
       webhookChanges.inc(batch.changes);
-      this.batch = undefined;
+      this.batch = this.next;
+      this.next = undefined;
       // Committed behind the next batch, in order (see `committing`): the attempt's record and the
       // cursor together (one LMDB commit, one Redis round trip each).
       const prev = this.committing;
@@ -706,6 +742,7 @@ class SubscriptionLoop {
       await store.pause(this.tenant, this.id, sub.rev, `deliveries failed for longer than the retry window: ${reason}`);
       this.log.warn({ subscription: this.id, tenant: this.tenant, reason }, 'webhook dispatcher: subscription paused');
       this.batch = undefined;
+      this.next = undefined;
       return;
     }
     // Full jitter: anywhere from 0 to the doubled bound; checked every second for a replay or a delete.

@@ -246,6 +246,43 @@ describe('Dispatcher', () => {
     expect(rx.changes('/ahead')).toEqual(source.of('t').map((e) => e.cursor));
   });
 
+  it('makes and signs the next batch while a POST is on its way; a batch that fails goes again before it, and the one made ahead after', async () => {
+    const source = new MemorySource();
+    fill(source, 't', 40);
+    const sub = subscription('t', `${rx.url}/next`);
+    await store.create(sub, 100);
+    const ahead: Array<string | undefined> = [];
+    let answers = 0;
+    rx.state.hold = async () => {
+      await sleep(50);
+      // What the subscription's loop holds while the receiver has the batch: the next one, made.
+      const loops = (dispatcher as unknown as { loops: Map<string, { next?: { firstCursor: string; signed?: unknown } }> }).loops;
+      const next = [...loops.values()][0]?.next;
+      ahead.push(next === undefined ? undefined : `${next.firstCursor}${next.signed === undefined ? '' : ' signed'}`);
+    };
+    // The first attempt of the first batch fails.
+    rx.state.answer = (r) => (r.path === '/next' && answers++ === 0 ? 503 : 204);
+    start(source, { batch: 10 });
+    await until('every change', async () => (await store.get('t', sub.id))?.cursor === '40');
+    const bodies = rx.got.filter((r) => r.path === '/next');
+    const firsts = bodies.map((r) => (JSON.parse(r.body.toString('utf8')) as { changes: Array<{ cursor: string }> }).changes[0]!.cursor);
+    // 1..10 twice (failed, then delivered), then 11.., 21.., 31..: in order.
+    expect(firsts).toEqual(['1', '1', '11', '21', '31']);
+    expect(rx.changes('/next').slice(10)).toEqual(source.of('t').map((e) => e.cursor));
+    // The same bytes for both attempts of the first batch; every signature right for its body.
+    expect(bodies[1]!.body.equals(bodies[0]!.body)).toBe(true);
+    for (const r of bodies) {
+      const [t, v1] = String(r.headers['otm-signature'])
+        .split(',')
+        .map((p) => p.slice(p.indexOf('=') + 1));
+      expect(v1).toBe(createHmac('sha256', sub.secret).update(`${t}.`).update(r.body).digest('hex'));
+    }
+    // While the first POST was out, 11.. was made and signed; while the batch that holds the last
+    // changes was out, nothing was left to make.
+    expect(ahead[0]).toBe('11 signed');
+    expect(ahead.at(-1)).toBeUndefined();
+  });
+
   it('a failing receiver holds up its own subscription only, which then delivers every change in order, at least once', async () => {
     const source = new MemorySource();
     fill(source, 't', 200);
