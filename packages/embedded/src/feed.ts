@@ -243,15 +243,15 @@ function decode(cursor: string, raw: string): FeedEntry {
 
 /** The place in the log a block's line gives, `<seg>.<gen>.<offset>.<length>` in base 36 from `start` to `end`. */
 function placeOf(value: string, start: number, end: number): LogPosition {
-  const a = value.indexOf('.', start);
-  const b = value.indexOf('.', a + 1);
-  const c = value.indexOf('.', b + 1);
-  return {
-    seg: parseInt(value.slice(start, a), 36),
-    gen: parseInt(value.slice(a + 1, b), 36),
-    off: parseInt(value.slice(b + 1, c), 36),
-    len: parseInt(value.slice(c + 1, end), 36),
-  };
+  // Read in place, digit by digit (no slices): a page of the feed reads thousands.
+  const n = [0, 0, 0, 0];
+  let i = 0;
+  for (let at = start; at < end; at++) {
+    const c = value.charCodeAt(at);
+    if (c === 0x2e /* . */) i++;
+    else n[i] = n[i]! * 36 + (c <= 0x39 ? c - 0x30 : c - 0x57);
+  }
+  return { seg: n[0]!, gen: n[1]!, off: n[2]!, len: n[3]! };
 }
 
 /** What a read has gathered so far (LmdbFeed.read, scanBlock). */

@@ -24,6 +24,11 @@ export class LmdbSubscriptionStore implements SubscriptionStore {
   private readonly leases = new Map<string, { owner: string; until: number }>();
   /** Breaks ties between delivery keys made within one millisecond. */
   private counter = 0;
+  /**
+   * How many delivery attempts each subscription (tenant|id) has stored, counted at its first
+   * record here: the oldest beyond what is kept are removed without walking past those kept.
+   */
+  private readonly recorded = new Map<string, number>();
 
   constructor(
     private readonly root: RootDatabase,
@@ -111,6 +116,7 @@ export class LmdbSubscriptionStore implements SubscriptionStore {
       return true;
     });
     this.leases.delete(subKey(tenant, id));
+    this.recorded.delete(subKey(tenant, id));
     return removed;
   }
 
@@ -156,15 +162,32 @@ export class LmdbSubscriptionStore implements SubscriptionStore {
 
   async recordDelivery(tenant: string, id: string, attempt: DeliveryAttempt, keep: number): Promise<void> {
     const seq = String(this.counter++ % 1_000_000).padStart(6, '0');
-    await this.commit(() => {
-      const s = this.read(tenant, id);
-      if (s === undefined) return;
-      if (attempt.outcome !== 'delivered' && s.failingSince === undefined) this.write({ ...s, failingSince: attempt.at });
-      const base = `${subKey(tenant, id)}${SEP}`;
-      void this.attempts.put(`${base}${pad15(attempt.at)}${seq}`, JSON.stringify(attempt));
-      // The newest `keep` stay (this one among them: its key sorts last, unless the clock went back).
-      for (const k of this.attempts.getKeys({ start: base + END, end: base, reverse: true, offset: keep })) void this.attempts.remove(k);
-    });
+    const key = subKey(tenant, id);
+    try {
+      await this.commit(() => {
+        const s = this.read(tenant, id);
+        if (s === undefined) return;
+        if (attempt.outcome !== 'delivered' && s.failingSince === undefined) this.write({ ...s, failingSince: attempt.at });
+        const base = `${key}${SEP}`;
+        let n = this.recorded.get(key);
+        if (n === undefined) {
+          n = 0;
+          for (const _ of this.attempts.getKeys({ start: base, end: base + END })) n++;
+        }
+        void this.attempts.put(`${base}${pad15(attempt.at)}${seq}`, JSON.stringify(attempt));
+        n++;
+        // The newest `keep` stay (this one among them: its key sorts last, unless the clock went back).
+        if (n > keep) {
+          for (const k of this.attempts.getKeys({ start: base, end: base + END, limit: n - keep })) void this.attempts.remove(k);
+          n = keep;
+        }
+        this.recorded.set(key, n);
+      });
+    } catch (e) {
+      // Not committed: counted again at the next record.
+      this.recorded.delete(key);
+      throw e;
+    }
   }
 
   // eslint-disable-next-line @typescript-eslint/require-await -- async: as the port says
