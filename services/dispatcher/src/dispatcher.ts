@@ -126,6 +126,9 @@ export interface DispatcherDeps {
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
 const isCursorExpired = (e: unknown): boolean => e instanceof OtmServiceError && e.code === ErrorCode.cursorExpired;
 
+/** Resolves in the second check phase from now: after what `setImmediate` queues meanwhile. */
+const afterNextWrite = (): Promise<void> => new Promise((resolve) => setImmediate(() => setImmediate(resolve)));
+
 /** A sleep that `wake` ends early; a wake while awake makes the next sleep end at once. */
 class Sleeper {
   private timer: NodeJS.Timeout | undefined;
@@ -714,6 +717,9 @@ class SubscriptionLoop {
       this.inFlight.push(batch.from);
       this.committing = (async () => {
         await prev;
+        // After the next batch's POST is written (undici writes it in the check phase after the
+        // loop asks for it): the receiver gets it first, then the record and the cursor are made.
+        await afterNextWrite();
         try {
           const [, advanced] = await Promise.all([
             store.recordDelivery(this.tenant, this.id, attempt, KEPT_DELIVERIES),
