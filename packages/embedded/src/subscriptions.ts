@@ -165,9 +165,14 @@ export class LmdbSubscriptionStore implements SubscriptionStore {
     const key = subKey(tenant, id);
     try {
       await this.commit(() => {
-        const s = this.read(tenant, id);
-        if (s === undefined) return;
-        if (attempt.outcome !== 'delivered' && s.failingSince === undefined) this.write({ ...s, failingSince: attempt.at });
+        // A delivered attempt needs the subscription only to be there (not parsed: one a batch).
+        if (attempt.outcome === 'delivered') {
+          if (this.subs.get(key) === undefined) return;
+        } else {
+          const s = this.read(tenant, id);
+          if (s === undefined) return;
+          if (s.failingSince === undefined) this.write({ ...s, failingSince: attempt.at });
+        }
         const base = `${key}${SEP}`;
         let n = this.recorded.get(key);
         if (n === undefined) {
