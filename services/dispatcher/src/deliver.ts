@@ -134,6 +134,15 @@ export class WebhookClient {
         // Redirects are never followed (a 3xx fails the attempt): stated, though undici 7 follows none here.
         ...({ maxRedirections: 0 } as object),
       });
+      const status = res.statusCode;
+      if (status >= 200 && status < 300) {
+        // Read and dropped, at most maxAnswerBytes of it (then the rest goes with the connection):
+        // undici's dump, without an async iterator a POST.
+        await res.body.dump({ limit: this.limits.maxAnswerBytes }).catch(() => {
+          // The status decides; a body cut off or stalled does not.
+        });
+        return { outcome: 'delivered', status, durationMs: elapsed() };
+      }
       // At most maxAnswerBytes of the body, then the rest is dropped with the connection.
       const kept: Buffer[] = [];
       let size = 0;
@@ -145,13 +154,11 @@ export class WebhookClient {
             res.body.destroy();
             break;
           }
-          if (res.statusCode < 200 || res.statusCode >= 300) kept.push(b);
+          kept.push(b);
         }
       } catch {
         // The status decides; a body cut off or stalled does not.
       }
-      const status = res.statusCode;
-      if (status >= 200 && status < 300) return { outcome: 'delivered', status, durationMs: elapsed() };
       const why = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
       return { outcome: 'failed', status, error: `HTTP ${status}${why}${excerpt(Buffer.concat(kept))}`, durationMs: elapsed() };
     } catch (e) {

@@ -146,6 +146,42 @@ describe('WebhookClient', () => {
     }
   });
 
+  it('reads at most maxAnswerBytes of a 2xx answer: a receiver answering 10 MB loses the connection early', async () => {
+    const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
+    const written: number[] = [];
+    const big = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        // Announced or not: 10 MB, 8 KB at a time, until the client hangs up.
+        const announced = req.url === '/announced';
+        res.writeHead(200, announced ? { 'content-length': String(10_000_000) } : {});
+        let sent = 0;
+        const t = setInterval(() => {
+          if (sent >= 10_000_000) return void (clearInterval(t), res.end());
+          res.write(Buffer.alloc(8192, 0x61));
+          sent += 8192;
+        }, 2);
+        res.on('close', () => (clearInterval(t), written.push(sent)));
+      });
+    });
+    await new Promise<void>((resolve) => big.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(big.address() as AddressInfo).port}`;
+      for (const path of ['/announced', '/streamed']) {
+        const r = await client.post(`${url}${path}`, body, { 'content-type': 'application/json' }, new AbortController().signal);
+        expect(r, path).toMatchObject({ outcome: 'delivered', status: 200 });
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      expect(written).toHaveLength(2);
+      // The announced one is dropped on its head; the streamed one once past 64 KiB (and what the sockets buffered).
+      for (const n of written) expect(n).toBeLessThan(2_000_000);
+    } finally {
+      big.closeAllConnections();
+      await new Promise((r) => big.close(r));
+      await client.close();
+    }
+  });
+
   it('stops an attempt when its signal is aborted (before or during it), as stopped', async () => {
     const client = new WebhookClient(new TargetRule(parseAddressRanges('127.0.0.1')));
     const silent = await slowReceiver(true);
