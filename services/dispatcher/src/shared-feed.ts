@@ -22,8 +22,8 @@
  * change was stored simply ends before it: the change is in the next read, after the page's `next`.
  */
 import type { KindSegment } from '@otm/model';
-import { LIFECYCLES, changeFacts, parseChangeDocument, type ChangeFacts, type FeedEntry } from '@otm/core';
-import type { Finder } from '@otm/query';
+import { changeFacts, parseChangeDocument, type ChangeFacts, type FeedEntry } from '@otm/core';
+import { changeHead, isPlainChange, type Finder } from '@otm/query';
 
 /** What the dispatcher reads: the change feed and the documents of its entries (query's Finder). */
 export type DispatchSource = Pick<Finder, 'feed' | 'documents'>;
@@ -45,13 +45,10 @@ export class SharedChange {
 
   private made(): string {
     if (this.head === undefined) {
-      // As query's `changeItem` writes it (members in the order JSON.stringify gives; the cursor
-      // and the id escaped, the others names), tested byte for byte against it.
-      const e = this.entry;
-      const lifecycle =
-        e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0 ? `,"lifecycle":"${LIFECYCLES[e.lifecycleRank - 1]}"` : '';
-      this.head = `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
-      this.headBytes = Buffer.byteLength(this.head);
+      // As query's `changeItem` writes it (tested byte for byte against it).
+      const plain = isPlainChange(this.entry);
+      this.head = changeHead(this.entry, plain);
+      this.headBytes = plain ? this.head.length : Buffer.byteLength(this.head);
       const d = this.doc;
       this.docBytes = d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.length;
     }

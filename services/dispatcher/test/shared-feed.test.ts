@@ -63,6 +63,19 @@ describe('SharedFeed', () => {
       '{"name":"Zürich ✓"}',
     );
     expect(unicode.item().equals(changeItem(unicode.entry, unicode.doc))).toBe(true);
+    // Ids and cursors that are their own JSON, and those that are not (quoted or escaped by JSON.stringify).
+    for (const [cursor, key] of [
+      ['1700000000000-3', 'urn:otm:vehicle:7 ~ {x}'],
+      ['12', 'tab\there'],
+      ['12', 'del\u007f'],
+      ['12', 'nul\u0000'],
+      ['"q"', 'plain'],
+      ['12', '\u2028line'],
+    ]) {
+      const x = new SharedChange({ cursor: cursor!, at: 1, op: 'put', kind: 'events', key: key!, lifecycleRank: 3 }, Buffer.from('{}'));
+      expect(x.item().equals(changeItem(x.entry, x.doc)), `${cursor} ${key}`).toBe(true);
+      expect(x.itemLength()).toBe(x.item().length);
+    }
     expect(c.facts()).toEqual(changeFacts('events', c.entry.key, parseChangeDocument(c.doc)));
     expect(c.facts()).toBe(c.facts());
     for (const r of readers) r.close(feed);

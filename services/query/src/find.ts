@@ -301,21 +301,49 @@ export class Finder {
  * `{"cursor","op","kind","id","lifecycle"?,"document"?}`, the document's text as it is.
  */
 export function changeItem(e: FeedEntry, doc: string | Buffer | undefined): Buffer {
-  // Written by hand, members in the order JSON.stringify of {cursor, op, kind, id, lifecycle?}
-  // gives (op, kind and lifecycle are names; the cursor and the id are escaped): the feed's
-  // reader makes one for each change, and the object and its stringify cost as much as the rest.
-  const lifecycle =
-    e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0 ? `,"lifecycle":"${LIFECYCLES[e.lifecycleRank - 1]}"` : '';
-  const head = `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
+  const plain = isPlainChange(e);
+  const head = changeHead(e, plain);
   if (doc === undefined) return Buffer.from(`${head}}`);
   const body = typeof doc === 'string' ? Buffer.from(doc) : doc;
-  const headBytes = Buffer.byteLength(head);
+  const headBytes = plain ? head.length : Buffer.byteLength(head);
   const out = Buffer.allocUnsafe(headBytes + DOCUMENT_MEMBER.length + body.length + 1);
   out.write(head, 0, 'utf8');
   DOCUMENT_MEMBER.copy(out, headBytes);
   body.copy(out, headBytes + DOCUMENT_MEMBER.length);
   out[out.length - 1] = 0x7d; // '}'
   return out;
+}
+
+/**
+ * A change's item up to its document, `{"cursor","op","kind","id","lifecycle"?`: written by hand,
+ * members in the order JSON.stringify of {cursor, op, kind, id, lifecycle?} gives (op, kind and
+ * lifecycle are names; the cursor and the id escaped as it escapes them), since the feed's readers
+ * make one for each change, and the object and its stringify cost as much as the rest. With
+ * `plain` (isPlainChange) the cursor and the id are written as they are, and the head is as many
+ * bytes as characters.
+ */
+export function changeHead(e: FeedEntry, plain = isPlainChange(e)): string {
+  const lifecycle =
+    e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0 ? `,"lifecycle":"${LIFECYCLES[e.lifecycleRank - 1]}"` : '';
+  return plain
+    ? `{"cursor":"${e.cursor}","op":"${e.op}","kind":"${e.kind}","id":"${e.key}"${lifecycle}`
+    : `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
+}
+
+/**
+ * Whether the change's cursor and id are printable ASCII without `"` or `\` (UUIDs and numbers:
+ * most of them): JSON.stringify would only quote them, and each is a byte a character.
+ */
+export function isPlainChange(e: FeedEntry): boolean {
+  return isPlain(e.cursor) && isPlain(e.key);
+}
+
+function isPlain(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
 }
 
 const DOCUMENT_MEMBER = Buffer.from(',"document":');

@@ -26,4 +26,17 @@ describe('changeItem', () => {
       expect(() => JSON.parse(changeItem(e, doc).toString('utf8')) as unknown).not.toThrow();
     }
   });
+
+  it('matches JSON.stringify for every ASCII character and some others in an id or a cursor', () => {
+    const chars = [...Array.from({ length: 128 }, (_, c) => String.fromCharCode(c)), '\u0080', 'é', '\u2028', '\ud800', '🚚'];
+    for (const c of chars) {
+      for (const e of [
+        { cursor: '7', at: 1, op: 'put' as const, kind: 'events' as const, key: `7e000000-${c}-x`, lifecycleRank: 3 },
+        { cursor: `17-${c}`, at: 1, op: 'delete' as const, kind: 'trips' as const, key: 'plain-id' },
+      ]) {
+        expect(changeItem(e, undefined).toString('utf8'), JSON.stringify(c)).toBe(reference(e, undefined));
+        expect(changeItem(e, '{}').equals(Buffer.from(reference(e, '{}'))), JSON.stringify(c)).toBe(true);
+      }
+    }
+  });
 });
