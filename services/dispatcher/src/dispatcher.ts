@@ -378,9 +378,9 @@ class SubscriptionLoop {
   private basis: { rev: number; cursor: string | undefined } | undefined;
   private batch: Batch | undefined;
   /**
-   * The batch after `batch`, made while the receiver reads `batch` (`prepare`): the changes after
-   * it, from its `to`. It goes once `batch` is delivered; dropped with `batch` when the loop starts
-   * again from the stored cursor.
+   * The batch after `batch`, made while the receiver reads `batch` (`deliver` calls `fill` with the
+   * batch in flight): the changes after it, from its `to`. It goes once `batch` is delivered;
+   * dropped with `batch` when the loop starts again from the stored cursor.
    */
   private next: Batch | undefined;
   private filter: { json: string; matcher: Matcher } | undefined;
@@ -689,7 +689,7 @@ class SubscriptionLoop {
         });
     }
     const result = await posting;
-    // What `prepare` changes (the changes pending, how far the feed was read) is settled first.
+    // What making it ahead changes (the changes pending, how far the feed was read) is settled first.
     if (preparing !== undefined) await preparing;
     // Stopped meanwhile (close, a lost lease): nothing is recorded; the batch goes again.
     if (!this.running) return;
