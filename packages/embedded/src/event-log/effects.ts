@@ -391,6 +391,7 @@ export class EventEffects {
       if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(c.vehicle, c);
     }
     if (seq === undefined || tenants === undefined) return [];
+    seq.begin();
     const fixes: Fix[] = [];
     for (const [t, { changes: list, newest }] of tenants) {
       seq.appendChanges(t, now, list);
