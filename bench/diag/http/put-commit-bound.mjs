@@ -48,6 +48,13 @@ const HAVE_PERF =
   !process.env.OTM_DIAG_NO_PERF &&
   spawnSync('perf', ['stat', '-e', 'syscalls:sys_enter_fdatasync', '--', 'true'], { stdio: 'ignore' }).status === 0;
 
+/** The event log's writes and records so far, from the service's /metrics. */
+async function logCounts(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  return { writes: value('otm_event_log_writes_total'), records: value('otm_event_log_records_total') };
+}
+
 /** Counts the fdatasync calls of `pid` for `seconds` with perf; resolves undefined without perf. */
 function countSyncs(pid, seconds) {
   if (!HAVE_PERF) return Promise.resolve(undefined);
@@ -75,12 +82,15 @@ async function measure(label, base) {
     const pid = svc.child.pid;
     const t0 = threadCpu(pid);
     const m0 = machineCpu();
+    const l0 = await logCounts(svc.url);
     const w0 = performance.now();
     const syncWindow = Math.max(1, SECONDS - 2);
     const [r, syncsPerS] = await Promise.all([run(SECONDS), countSyncs(pid, syncWindow)]);
     const wallUs = (performance.now() - w0) * 1000;
     const t1 = threadCpu(pid);
     const m1 = machineCpu();
+    const l1 = await logCounts(svc.url);
+    const writes = l1.writes - l0.writes;
     let main = 0;
     let others = 0;
     for (const [tid, us] of t1) {
@@ -92,7 +102,8 @@ async function measure(label, base) {
     const pct = (x) => `${Math.round(x * 100)} %`;
     console.log(
       `${label.padEnd(22)} ${Math.round(r.rps).toLocaleString('en-US')} PUT/s, p50 ${r.p50} ms, p99 ${r.p99} ms, non-2xx ${r.non2xx}, errors ${r.errors}; ` +
-        `service main thread ${pct(main / wallUs)} of a core, its other threads ${pct(others / wallUs)}; machine idle ${pct(idle)} of ${os.cpus().length} cores` +
+        `service main thread ${pct(main / wallUs)} of a core, its other threads ${pct(others / wallUs)}; machine idle ${pct(idle)} of ${os.cpus().length} cores; ` +
+        `${Math.round(writes / (wallUs / 1e6)).toLocaleString('en-US')} log writes/s, ${((l1.records - l0.records) / writes).toFixed(1)} records a write` +
         (syncsPerS === undefined ? '' : `; ${Math.round(syncsPerS)} fdatasync/s, ${(r.rps / syncsPerS).toFixed(1)} PUTs a flush`),
     );
   } finally {
