@@ -33,7 +33,8 @@
  * bounded number per transaction; a read that resumes before what was removed is answered with
  * `cursorExpired` (410), rather than silently skipping changes.
  */
-import { cursorExpired, invalidDocument, type FeedEntry, type FeedPage, type FeedRead, type LogPosition } from '@otm/core';
+import type { FeedEntry, FeedPage, FeedRead, LogPosition } from '@otm/core';
+import { cursorExpired, invalidDocument } from '@otm/core/basics';
 import type { KindSegment } from '@otm/model';
 import type { RootDatabase } from 'lmdb';
 import { END, SEP } from './keys.js';

@@ -48,7 +48,8 @@
  * longer than the parse.)
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { eventFacts, type EventFacts, type ListPosition, type LogPosition, type ListScan } from '@otm/core';
+import type { EventFacts, ListPosition, LogPosition, ListScan } from '@otm/core';
+import { eventFacts } from '@otm/core/basics';
 import type { KindSegment } from '@otm/model';
 import type { FeedSeq } from '../feed.js';
 import { SEP } from '../keys.js';

@@ -3,7 +3,7 @@
  * generation of the segment's file, offset and length of its JSON), and the meta key of how far
  * into the log the index has been applied. Shared by the event loop's modules and the index thread.
  */
-import { AdapterError } from '@otm/core';
+import { AdapterError } from '@otm/core/basics';
 
 /**
  * Where a document lies in the log: segment number, the generation of the segment's file, byte
