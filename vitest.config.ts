@@ -75,8 +75,6 @@ export default defineConfig({
   resolve: {
     alias: {
       '@otm/model': src('packages/model'),
-      // Before '@otm/core', which would match it too.
-      '@otm/core/basics': path.join(ROOT, 'packages/core/src/basics.ts'),
       '@otm/core': src('packages/core'),
       '@otm/embedded': src('packages/embedded'),
       '@otm/distributed': src('packages/distributed'),

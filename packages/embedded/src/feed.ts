@@ -21,29 +21,24 @@
  * on both. The answers are those of one entry a change: the same cursors, order and members.
  *
  * Why one sequence for the whole environment, given inside the transaction that writes the entry
- * (by the entity store's units, the event log's index commits on their own thread, and the
- * telemetry worker's side effects): LMDB runs write transactions one at a time, whichever thread
- * makes them, and each takes the last number given from `feed-seq` when it starts (`FeedSeq.begin`)
- * and writes it back before it ends (`save`), so numbers increase in commit order and a reader never
- * sees n+1 before n. A number given in a transaction that then failed is never used again by this
- * thread (a gap, which readers do not mind); the sequence never goes back, also once retention
- * removed everything.
+ * (by the entity store's units, the event log's index commits and the telemetry worker's side
+ * effects, which all share one `FeedSeq`): lmdb-js runs the callbacks of its write transactions one
+ * after the other on this thread, in the order they commit, so numbers given there increase in
+ * commit order and a reader never sees n+1 before n. A number given in a transaction that then
+ * failed is never used again (a gap, which readers do not mind). `feed-seq` is written in every
+ * such transaction, so that the sequence never goes back, also once retention removed everything.
  *
  * Retention: entries older than `retentionMs` are removed by `sweep` (at open, then every minute), a
  * bounded number per transaction; a read that resumes before what was removed is answered with
  * `cursorExpired` (410), rather than silently skipping changes.
  */
-import type { FeedEntry, FeedPage, FeedRead, LogPosition } from '@otm/core';
-import { cursorExpired, invalidDocument } from '@otm/core/basics';
+import { cursorExpired, invalidDocument, type FeedEntry, type FeedPage, type FeedRead, type LogPosition } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import type { RootDatabase } from 'lmdb';
 import { END, SEP } from './keys.js';
 import type { Str } from './lists.js';
 
 const SEQ_KEY = 'feed-seq';
-/** The databases of the feed (string keys and values): its entries, and `feed-seq` and the like. */
-export const FEED_DB = 'feed';
-export const FEED_META_DB = 'feed-meta';
 const floorKey = (tenant: string) => `feed-floor${SEP}${tenant}`;
 const pad16 = (n: number) => String(n).padStart(16, '0');
 const CURSOR = /^\d{1,16}$/;
@@ -102,26 +97,13 @@ export class FeedSeq {
   last: number;
   /** The last number written to `feed-seq`. */
   private saved: number;
-  /** The largest number stored when this was made (a folder written before `feed-seq` was kept). */
-  private readonly floor: number;
 
   constructor(
     private readonly feed: Str,
     private readonly meta: Str,
   ) {
     this.saved = Number(meta.get(SEQ_KEY) ?? 0);
-    this.floor = largestStored(feed);
-    this.last = Math.max(this.saved, this.floor);
-  }
-
-  /**
-   * First in every write transaction that gives numbers: the last number given, as stored. Another
-   * thread (the event log's index thread) gives numbers in its own transactions, which LMDB runs
-   * between this thread's; a number this thread gave in a transaction that failed stays given.
-   */
-  begin(): void {
-    this.saved = Number(this.meta.get(SEQ_KEY) ?? 0);
-    this.last = Math.max(this.saved, this.floor, this.last);
+    this.last = Math.max(this.saved, largestStored(feed));
   }
 
   /**

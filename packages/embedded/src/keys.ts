@@ -5,7 +5,7 @@
  * ordered-binary (lmdb's key encoding) turns NUL in a string key into an array separator, so the
  * separator is '|': tenants, kinds, UUIDs and ranks never contain it, and '~' sorts after them all.
  */
-import { LIFECYCLES } from '@otm/core/basics';
+import { LIFECYCLES } from '@otm/core';
 
 export const SEP = '|';
 export const END = '~';

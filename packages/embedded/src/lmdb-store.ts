@@ -58,10 +58,10 @@ import {
 } from '@otm/core';
 import { LogEventStore, type CompactionOptions } from './event-log/index.js';
 import { lockDataDir } from './dir-lock.js';
-import { FEED_DB, FEED_META_DB, FeedSeq, LmdbFeed } from './feed.js';
+import { FeedSeq, LmdbFeed } from './feed.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
 import { catchUpLists, pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
-import { LmdbPositions, POSITIONS_DB, type Fix } from './positions.js';
+import { LmdbPositions, type Fix } from './positions.js';
 import { LmdbSubscriptionStore } from './subscriptions.js';
 import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js';
 
@@ -316,7 +316,6 @@ class LmdbEntityStore implements EntityStore {
     if (entries.length === 0) return;
     const { seq } = this.shared;
     await this.commit(() => {
-      seq.begin();
       const at = Date.now();
       for (const e of entries) seq.append(e.tenant, { at, op: e.op, kind: e.kind, key: e.key, rank: e.lifecycleRank });
       seq.save();
@@ -363,7 +362,6 @@ class LmdbEntityStore implements EntityStore {
           // Inside a transaction lmdb writes at once and answers with an already resolved
           // promise: what counts is the transaction's, awaited below, hence `void` on each write.
           // Feed numbers are given here, inside it (feed.ts).
-          seq.begin();
           const at = Date.now();
           for (const op of tx.ops) {
             switch (op.t) {
@@ -490,14 +488,14 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
     );
     if (listed > 0)
       opts.warn?.(`lists: listed ${listed} ${listed === 1 ? 'entity' : 'entities'} stored by an earlier version, before lists existed`);
-    const feedDb = db(FEED_DB);
-    const feedMeta = db(FEED_META_DB);
+    const feedDb = db('feed');
+    const feedMeta = db('feed-meta');
     // One sequence for the entity store and the event log (feed.ts); made before the event log's
     // recovery, which may give numbers.
     shared = {
       seq: new FeedSeq(feedDb, feedMeta),
       feed: new LmdbFeed(root, feedDb, feedMeta, opts.feedRetentionMs ?? DEFAULT_FEED_RETENTION_MS),
-      positions: new LmdbPositions(db(POSITIONS_DB)),
+      positions: new LmdbPositions(db('positions')),
     };
     events = new LogEventStore({
       dir: path.join(dataDir, 'events'),

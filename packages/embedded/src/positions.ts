@@ -18,9 +18,6 @@ import type { LatestPosition } from '@otm/core';
 import { END, SEP } from './keys.js';
 import type { Str } from './lists.js';
 
-/** The database of the latest positions (string keys and values). */
-export const POSITIONS_DB = 'positions';
-
 /** Tenants whose positions are kept in memory. */
 const TENANTS_CACHED = 64;
 

@@ -37,36 +37,6 @@ const error = async (p: Promise<unknown>) =>
   )) as OtmServiceError;
 
 describe('embedded change feed', () => {
-  it('numbers the changes of entity units and of the index thread, committing at the same time, once each and in commit order', async () => {
-    const dir = tmp();
-    const s = openAt(dir);
-    const rounds = 30;
-    for (let r = 0; r < rounds; r++) {
-      // Units commit in the event loop's transactions, the events' index in the index thread's:
-      // both give numbers, one after the other and at the same time.
-      await Promise.all([
-        s.events.write(Array.from({ length: 50 }, (_, i) => event(`e${r}-${i}`))),
-        putEntity(s, 'vehicles', `v${r}`, `{"id":"v${r}"}`),
-        r % 3 === 0 ? indexed(s) : undefined,
-      ]);
-      if (r % 2 === 0) await indexed(s);
-    }
-    await indexed(s);
-    const all = await readAll(s, { tenant: 't' }, 97);
-    expect(all).toHaveLength(rounds * 51);
-    expect(new Set(all.map(brief)).size).toBe(rounds * 51);
-    // Two transactions given the same numbers would have left one entry where each wrote its own.
-    const cursors = all.map((e) => e.cursor);
-    expect(new Set(cursors).size).toBe(cursors.length);
-    // The events of one write keep their order (one block, or blocks in order).
-    const at = new Map(all.map((e, i) => [e.key, i]));
-    for (let r = 0; r < rounds; r++) for (let i = 1; i < 50; i++) expect(at.get(`e${r}-${i}`)).toBeGreaterThan(at.get(`e${r}-${i - 1}`)!);
-    await closeIt(s);
-    // A start reads the same feed: the numbers were stored as given.
-    const again = openAt(dir);
-    expect((await readAll(again, { tenant: 't' }, 97)).map((e) => e.cursor)).toEqual(cursors);
-  });
-
   it('gives every change of entity units and telemetry writes once, in the order they were applied', async () => {
     const s = openAt(tmp());
     await putEntity(s, 'trips', 'a', '{"id":"a"}');

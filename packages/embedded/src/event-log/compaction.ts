@@ -21,7 +21,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Database } from 'lmdb';
 import { AdapterError } from '@otm/core';
-import { decodePos, type IndexWriter, type Pos } from './index-writer.js';
+import { decodePos, encodePos, type IndexWriter, type Pos } from './index-writer.js';
 import { eventLogBytes, eventLogCompactions, eventLogReclaimedBytes } from './metrics.js';
 import { HEADER, docStart, isPut } from './record.js';
 import { GONE, MAX_GEN, genKey, movingKey, segmentName, type SegmentFiles } from './segments.js';
@@ -203,7 +203,7 @@ export class Compactor {
    * not possible yet.
    */
   private async compactSegment(n: number, minDeadRatio: number): Promise<{ removed: boolean; reclaimed: number } | undefined> {
-    const { meta, segments, writer, options, warn } = this.ctx;
+    const { index, meta, segments, writer, options, warn } = this.ctx;
     // Not while index changes that point into the segment, or the checkpoint, are uncommitted.
     if (Number(writer.committed.split(':')[0]) <= n) return undefined;
     for (const p of writer.recent.values()) if (p.seg === n) return undefined;
@@ -253,18 +253,16 @@ export class Compactor {
         const chunk = Math.max(1, options?.moveChunk ?? MOVE_CHUNK);
         const puts = kept.filter((r) => r.put);
         for (let i = 0; i < puts.length; i += chunk) {
-          // One turn: these entries are looked at and handed to the index thread together, after
-          // every index change queued before (a later put of one of them commits after its move).
-          // Until they are committed, reads find the old positions, in the old file, which stays
-          // until the move is over.
-          const moves: Array<{ k: string; pos: Pos }> = [];
+          // One turn: these entries go to LMDB together. Until they are committed, reads find the
+          // old positions, in the old file, which stays until the move is over.
+          let committed: Promise<boolean> | undefined;
           for (let j = i; j < Math.min(puts.length, i + chunk); j++) {
             const r = puts[j]!;
             if (!this.isAt(r.k, n, oldGen, r.off)) continue;
-            moves.push({ k: r.k, pos: { seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len } });
+            committed = index.put(r.k, encodePos({ seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len }));
           }
           try {
-            if (moves.length > 0) await writer.move(moves);
+            await committed;
           } catch (e) {
             // Reads go on from the old positions; the next start finishes the move.
             return stop(e, `a step of segment ${n}'s move`);

@@ -48,8 +48,7 @@
  * longer than the parse.)
  */
 import type { Database, RootDatabase } from 'lmdb';
-import type { EventFacts, ListPosition, LogPosition, ListScan } from '@otm/core';
-import { eventFacts } from '@otm/core/basics';
+import { eventFacts, type EventFacts, type ListPosition, type LogPosition, type ListScan } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import type { FeedSeq } from '../feed.js';
 import { SEP } from '../keys.js';
@@ -392,7 +391,6 @@ export class EventEffects {
       if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(c.vehicle, c);
     }
     if (seq === undefined || tenants === undefined) return [];
-    seq.begin();
     const fixes: Fix[] = [];
     for (const [t, { changes: list, newest }] of tenants) {
       seq.appendChanges(t, now, list);

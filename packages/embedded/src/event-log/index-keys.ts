@@ -29,7 +29,7 @@
  * Such keys are compared by LMDB's memcmp, as the text keys were (`keyCodecOf` below).
  */
 import { createHash } from 'node:crypto';
-import type { Database, RootDatabase } from 'lmdb';
+import type { RootDatabase } from 'lmdb';
 
 /** lmdb-js's key encoding (ordered-binary) of the strings of a database, as its database objects carry it. */
 export interface KeyCodec {
@@ -81,18 +81,6 @@ export const binaryDb = (name: string, keys: KeyCodec | undefined) =>
   keys === undefined ? { name, encoding: 'binary' as const } : { name, encoding: 'binary' as const, keyEncoder: keys };
 
 /** Options of a database of the lists: binary keys (built here) and values, compared by memcmp. */
-/**
- * The event log's index (event key -> `Pos`; string keys, a UUID in them as its 16 bytes, compared
- * with LMDB's memcmp: `indexKeyCodec`) and its meta (`checkpoint` and the like), as the event loop and
- * the index thread both open them.
- */
-export function openIndexDbs(root: RootDatabase): { index: Database<Buffer, string>; meta: Database<string, string> } {
-  return {
-    index: root.openDB<Buffer, string>(binaryDb('event-index', indexKeyCodec(root))),
-    meta: root.openDB<string, string>({ name: 'event-log', encoding: 'string' }),
-  };
-}
-
 export const binaryKeysDb = (name: string) => ({ name, encoding: 'binary' as const, keyEncoding: 'binary' as const });
 
 // ---- UUIDs ---------------------------------------------------------------------------------------

@@ -16,17 +16,30 @@
  * - What the store keeps besides the index (effects.ts: the lists of events, which are also the
  *   tracks, and the feed entries and latest positions) is written in the same transaction, from
  *   the changes the entries carry.
- * - Every transaction is made by the index thread (index-thread.ts), in the order handed over, one
- *   batch out at a time: all of it or nothing, feed numbers given inside it (feed.ts).
+ *   That transaction is one callback (lmdb-js's `childTransaction`: all of it or nothing, also when
+ *   the callback throws), because feed numbers must be given inside the transaction that writes
+ *   them (feed.ts).
  */
-import type { Database } from 'lmdb';
+import type { Database, RootDatabase } from 'lmdb';
+import { AdapterError } from '@otm/core';
 import { RANKS_DOWN } from '../keys.js';
+import type { Fix } from '../positions.js';
 import type { EventChange, EventEffects } from './effects.js';
-import type { IndexCommits } from './index-thread.js';
 import { eventIndexBehind, eventIndexFailed } from './metrics.js';
-import { decodePos, type Pos } from './pos.js';
 
-export { CHECKPOINT, decodePos, encodePos, type Pos } from './pos.js';
+/**
+ * Where a document lies in the log: segment number, the generation of the segment's file, byte
+ * offset and byte length of its JSON.
+ */
+export interface Pos {
+  readonly seg: number;
+  readonly gen: number;
+  readonly off: number;
+  readonly len: number;
+}
+
+/** Meta key of how far into the log the index has been applied (`seg:offset`). */
+export const CHECKPOINT = 'checkpoint';
 
 /**
  * Index changes are gathered for this long (or up to INDEX_BATCH of them) and handed to LMDB
@@ -40,15 +53,34 @@ export { CHECKPOINT, decodePos, encodePos, type Pos } from './pos.js';
 const INDEX_DELAY_MS = 50;
 const INDEX_BATCH = 20_000;
 /**
- * Most changes in one transaction. A transaction records each change's list entries besides
- * (effects.ts: four LMDB writes a location event, its index entry included, about 5 µs of CPU
- * together; the feed entries and latest positions once a transaction), and while the index thread
- * makes it, the next batch waits (and gathers) on the event loop: 2,500 take the thread about 12 ms.
- * Fewer a transaction cost more an event: each commit copies and writes again the pages every
- * vehicle's entries end on (1,000 took about 0.7 µs more an event than 2,500 with 64 vehicles;
- * bench/diag/bulk/README.md).
+ * Most changes in one transaction. Its callback runs on the event loop and records each change's
+ * list entries besides (effects.ts: four LMDB writes a location event, its index entry included,
+ * about 5 µs of CPU together; the feed entries and latest positions once a transaction), so a burst
+ * of 20,000 in one callback would hold every answer up for about a tenth of a second; 2,500 hold
+ * them up for about 12 ms, as 1,000 did before the feed blocks and the key codec (index-keys.ts
+ * keyCodecOf). Fewer a transaction cost more an event: each commit copies and writes again the
+ * pages every vehicle's entries end on (1,000 took about 0.7 µs more an event than 2,500 with 64
+ * vehicles; bench/diag/bulk/README.md).
  */
 export const INDEX_CHUNK = 2_500;
+
+/**
+ * An index value: u32 segment, u32 offset, u32 length, u32 generation. Into `b` when given: only
+ * for a put inside a write transaction, where LMDB copies the value at once (lmdb-js writes there
+ * and then), so that one buffer serves every put of an index commit.
+ */
+export const encodePos = (p: Pos, b = Buffer.allocUnsafe(16)): Buffer => {
+  b.writeUInt32LE(p.seg, 0);
+  b.writeUInt32LE(p.off, 4);
+  b.writeUInt32LE(p.len, 8);
+  b.writeUInt32LE(p.gen, 12);
+  return b;
+};
+export const decodePos = (b: Buffer): Pos => {
+  if (b.length !== 16)
+    throw new AdapterError('event-log', `event index: a position of ${b.length} bytes, not 16; the index is damaged`, { retryable: false });
+  return { seg: b.readUInt32LE(0), gen: b.readUInt32LE(12), off: b.readUInt32LE(4), len: b.readUInt32LE(8) };
+};
 
 /**
  * A put's index entry, one object for the event's whole way through the log: made with its record
@@ -72,6 +104,9 @@ export class IndexEntry implements Pos {
   ) {}
 }
 
+/** Where the index commit encodes its positions (`encodePos`). */
+const POS = Buffer.allocUnsafeSlow(16);
+
 /** One index change: a put's entry, or a delete's prefix. */
 export type IndexOp = IndexEntry | { readonly prefix: string; change?: EventChange };
 
@@ -84,16 +119,12 @@ export class IndexWriter {
   /** Index changes for LMDB, in order (a deletion: an entry of length -1 for each rank). */
   private indexQueue: IndexEntry[] = [];
   private indexTimer: NodeJS.Timeout | undefined;
-  /** When the oldest change in `indexQueue` was queued (ms): a batch goes INDEX_DELAY_MS after it. */
-  private firstQueuedAt = 0;
   /** The log position up to which `indexQueue` and what went before it cover the log (`seg:offset`). */
   private checkpoint = '';
-  /** The last index batch handed to the index thread, until it is committed (or failed). */
+  /** The last index batch handed to LMDB, until it is committed. */
   private indexing: Promise<void> | undefined;
-  /** A batch is out: the next waits for its answer (see `applyIndex`). */
+  /** A batch handed to LMDB whose callback has not run yet: the next waits for it (see `applyIndex`). */
   private handedOver = false;
-  /** Where batches go: set by `start`. */
-  private thread: IndexCommits | undefined;
   /** Changes handed to LMDB so far (for `flush`). */
   private taken = 0;
   /** Set when LMDB failed to commit index changes: the checkpoint then stays where it was. */
@@ -102,26 +133,16 @@ export class IndexWriter {
   private committedCheckpoint = '';
 
   constructor(
+    private readonly root: RootDatabase,
     private readonly index: Database<Buffer, string>,
+    private readonly meta: Database<string, string>,
     private readonly warn: ((message: string) => void) | undefined,
     private readonly effects: EventEffects,
   ) {}
 
-  /** Where recovery left the index (the log is applied up to `checkpoint`, durably), and where batches go from now on. */
-  start(checkpoint: string, thread: IndexCommits): void {
+  /** Where recovery left the index: the log is applied up to `checkpoint`, durably. */
+  start(checkpoint: string): void {
     this.committedCheckpoint = this.checkpoint = checkpoint;
-    this.thread = thread;
-  }
-
-  /** Moves entries to new positions (compaction), after every batch handed over before: resolves once committed. */
-  move(moves: ReadonlyArray<{ k: string; pos: Pos }>): Promise<void> {
-    return this.thread!.move(moves);
-  }
-
-  /** Hands what is queued to LMDB, waits until it is committed, and stops the index thread. */
-  async close(): Promise<void> {
-    await this.flush();
-    await this.thread?.close();
   }
 
   /** Index changes queued or handed to LMDB and not committed yet. */
@@ -149,14 +170,12 @@ export class IndexWriter {
 
   /** Queues a put whose record is durable in the log (its entry placed): readable from here on. */
   put(e: IndexEntry): void {
-    if (this.indexQueue.length === 0) this.firstQueuedAt = Date.now();
     this.recent.set(e.k, e);
     this.indexQueue.push(e);
   }
 
   /** Queues a deletion whose record is durable in the log: every rank of `prefix` goes. */
   delete(prefix: string, change?: EventChange): void {
-    if (this.indexQueue.length === 0) this.firstQueuedAt = Date.now();
     for (const r of RANKS_DOWN) {
       // A deletion waiting for the index: a new object each time, so that each is told apart in `recent`.
       const e = new IndexEntry(prefix + r, 0, -1);
@@ -187,8 +206,8 @@ export class IndexWriter {
   }
 
   /**
-   * Hands the queued index changes to the index thread with what they record besides (effects.ts)
-   * and the checkpoint after them, for one transaction: committed together or not at all. Once
+   * Hands the queued index changes to LMDB with what they record besides (effects.ts) and the
+   * checkpoint after them, in one transaction callback: committed together or not at all. Once
    * committed, drops them from `recent` unless a later change replaced them there.
    * Should a commit fail, its changes stay in `recent` (still read from there), and from then on
    * every batch writes the checkpoint of the last committed one instead of moving it, so that
@@ -198,6 +217,8 @@ export class IndexWriter {
   private applyIndex(): void {
     clearTimeout(this.indexTimer);
     this.indexTimer = undefined;
+    // One batch at a time is handed over: the next once the callback of this one has run, in a
+    // later turn, so that the callbacks of two batches never run back to back in one turn.
     if (this.handedOver) return;
     const queued = this.indexQueue;
     if (queued.length === 0) return;
@@ -215,12 +236,33 @@ export class IndexWriter {
     }
     this.indexQueue = todo === queued ? [] : queued.slice(todo.length);
     this.taken += todo.length;
-    // One batch out at a time: the next gathers meanwhile, and is handed over once this one is answered.
     this.handedOver = true;
+    const next = () => {
+      this.handedOver = false;
+      if (this.indexQueue.length > 0) {
+        clearTimeout(this.indexTimer);
+        this.indexTimer = setTimeout(() => this.applyIndex(), 0);
+      }
+    };
     const checkpoint = this.indexFailed ? this.committedCheckpoint : covers;
-    const settled: Promise<void> = this.thread!.commit(todo, checkpoint)
+    let stored: Fix[] = [];
+    let ran = false;
+    const settled: Promise<void> = this.root
+      .childTransaction(() => {
+        ran = true;
+        next();
+        for (const e of todo) void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e, POS)));
+        stored = this.effects.apply(changesOf(todo));
+        void this.meta.put(CHECKPOINT, checkpoint);
+        // Needed once: entries replaced in `recent` stay there a while, their changes need not.
+        for (const e of todo) e.change = undefined;
+      })
+      .finally(() => {
+        // Settled without its callback having run (LMDB refused the transaction): go on all the same.
+        if (!ran) next();
+      })
       .then(
-        (stored) => {
+        () => {
           for (const e of todo) if (this.recent.get(e.k) === e) this.recent.delete(e.k);
           eventIndexBehind.set(this.recent.size);
           this.committedCheckpoint = checkpoint;
@@ -233,25 +275,22 @@ export class IndexWriter {
           this.warn?.(
             `event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`,
           );
-          this.thread!.writeCheckpoint(this.committedCheckpoint).catch(() => {});
+          this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
         },
       )
       .finally(() => {
-        this.handedOver = false;
         if (this.indexing === settled) this.indexing = undefined;
-        // What queued meanwhile goes when it is due, as if no batch had been out: at once when its
-        // oldest waited INDEX_DELAY_MS already or it is a batch's worth, else when it has. (At once
-        // always made commits of a few hundred changes at thousands a second, and the LMDB file's
-        // flushes twice as many, slowing the log's durable writes on the same disk.)
-        if (this.indexQueue.length > 0) {
-          clearTimeout(this.indexTimer);
-          const wait = this.indexQueue.length >= INDEX_BATCH ? 0 : Math.max(0, this.firstQueuedAt + INDEX_DELAY_MS - Date.now());
-          this.indexTimer = setTimeout(() => this.applyIndex(), wait);
-        }
       });
-    // Sent (copied to the thread) with the batch: needed no more here, where entries replaced in
-    // `recent` stay a while.
-    for (const e of todo) e.change = undefined;
     this.indexing = settled;
+  }
+}
+
+/** The changes the entries carry, in order; a put's with where its record went. */
+function* changesOf(entries: readonly IndexEntry[]): Generator<EventChange> {
+  for (const e of entries) {
+    const c = e.change;
+    if (c === undefined) continue;
+    if (c.op === 'put') c.where = e;
+    yield c;
   }
 }

@@ -44,8 +44,7 @@ import { prefixOf, ranksToTry } from '../keys.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
 import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
-import { openIndexDbs } from './index-keys.js';
-import { IndexThread } from './index-thread.js';
+import { binaryDb, indexKeyCodec } from './index-keys.js';
 import { IndexEntry, IndexWriter, type IndexOp, type Pos } from './index-writer.js';
 import { eventLogRecords } from './metrics.js';
 import { encodeRecords } from './record.js';
@@ -92,7 +91,9 @@ export class LogEventStore implements EventStore {
   private closed = false;
 
   constructor(private readonly opts: EventLogOptions) {
-    ({ index: this.index, meta: this.meta } = openIndexDbs(opts.root));
+    // String keys, a UUID in them as its 16 bytes, compared with LMDB's memcmp (index-keys.ts).
+    this.index = opts.root.openDB<Buffer, string>(binaryDb('event-index', indexKeyCodec(opts.root)));
+    this.meta = opts.root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
     this.keepsTelemetryEffects = opts.telemetryEffects !== undefined;
     this.effects = new EventEffects(opts.root, opts.telemetryEffects);
     fs.mkdirSync(opts.dir, { recursive: true });
@@ -103,24 +104,16 @@ export class LogEventStore implements EventStore {
       // Undefined while recovery runs: compaction is made after it, and its first look is due anyway.
       onSeal: () => this.compactor?.changed(),
     });
-    this.writer = new IndexWriter(this.index, opts.warn, this.effects);
+    this.writer = new IndexWriter(opts.root, this.index, this.meta, opts.warn, this.effects);
     this.commits = new GroupCommit((group) => this.append(group));
-    let checkpoint: string;
     try {
-      checkpoint = recover({
-        root: opts.root,
-        index: this.index,
-        meta: this.meta,
-        segments: this.segments,
-        warn: opts.warn,
-        effects: this.effects,
-      });
+      this.writer.start(
+        recover({ root: opts.root, index: this.index, meta: this.meta, segments: this.segments, warn: opts.warn, effects: this.effects }),
+      );
     } catch (e) {
       this.segments.closeAll();
       throw e;
     }
-    // The index thread starts once recovery is over: from here on it makes every index commit.
-    this.writer.start(checkpoint, new IndexThread(opts.root, this.keepsTelemetryEffects));
     this.compactor = new Compactor({
       index: this.index,
       meta: this.meta,
@@ -321,7 +314,7 @@ export class LogEventStore implements EventStore {
     this.closed = true;
     await this.compactor.stop();
     await this.commits.idle();
-    await this.writer.close();
+    await this.writer.flush();
     await this.opts.root.flushed;
     this.segments.closeAll();
   }

@@ -14,7 +14,7 @@ import {
 } from '@otm/core';
 import { binaryDb, decodeVehicleEntry, keyCodecOf, vehicleBase } from '../../src/event-log/effects.js';
 import { INDEX_CHUNK } from '../../src/event-log/index-writer.js';
-import { clearIndex, failCommits, indexThreadOf, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
+import { clearIndex, failCommits, useTempStores, withLmdb, type EmbeddedStores } from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
 
@@ -491,10 +491,11 @@ describe('event log tracks, lists, positions and feed', () => {
     // Three transactions.
     const n = 2 * INDEX_CHUNK + 500;
     // The first index transaction commits; the ones after it are lost (the process dies), in order.
-    const thread = indexThreadOf(s);
-    const real = thread.commit.bind(thread);
+    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
+    const real = root.childTransaction.bind(root);
     let calls = 0;
-    thread.commit = (entries, checkpoint) => (++calls === 1 ? real(entries, checkpoint) : Promise.reject(new Error('killed')));
+    let first: Promise<unknown> | undefined;
+    root.childTransaction = (fn) => (++calls === 1 ? (first = real(fn)) : first!.then(() => Promise.reject(new Error('killed'))));
     await s.events.write(Array.from({ length: n }, (_, i) => put(k(i), location(k(i), V1, T0 + i * 1000))));
     await indexed(s);
     expect(calls).toBeGreaterThan(1);

@@ -10,7 +10,6 @@ import { afterEach } from 'vitest';
 import { open } from 'lmdb';
 import { registry, type DocumentWrite } from '@otm/core';
 import { openEmbeddedStores, type EmbeddedStores, type EmbeddedStoreOptions } from '../../src/index.js';
-import type { IndexCommits } from '../../src/event-log/index-thread.js';
 
 export type { EmbeddedStores, EmbeddedStoreOptions };
 
@@ -75,38 +74,22 @@ export async function clearIndex(dir: string): Promise<void> {
 }
 
 /**
- * The index thread of the store's event log (index-thread.ts), whose methods a test may replace:
- * every LMDB write of the event index goes through it.
- */
-export function indexThreadOf(s: EmbeddedStores): IndexCommits {
-  return (s.events as unknown as { writer: { thread: IndexCommits } }).writer.thread;
-}
-
-/**
  * Makes every LMDB commit of the event index fail (a full disk under LMDB, say) until the returned
- * function is called: the index thread's transactions (the index with the lists, tracks and feed
- * entries; compaction's moves; a checkpoint alone), compaction's marks (the event loop's), and the
- * units of the entity store, which share the environment.
+ * function is called. lmdb-js answers all writes of one transaction with one promise, so the
+ * index and meta writes all get the same rejected one; the index commits (one transaction
+ * callback with the lists, tracks and feed entries) and the units of the entity store, which share
+ * the environment, get it too.
  */
 export function failCommits(s: EmbeddedStores): () => void {
-  const thread = indexThreadOf(s);
-  const store = s.events as unknown as { meta: { put: unknown }; opts: { root: { childTransaction: unknown } } };
-  const { meta, opts } = store;
-  const real = {
-    commit: thread.commit.bind(thread),
-    move: thread.move.bind(thread),
-    checkpoint: thread.writeCheckpoint.bind(thread),
-    meta: meta.put,
-    child: opts.root.childTransaction,
-  };
+  const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }> & { opts: { root: { childTransaction: unknown } } };
+  const { root } = store.opts;
+  const real = { index: store.index.put, meta: store.meta.put, child: root.childTransaction };
   const failure = Promise.reject(new Error('MDB_MAP_FULL'));
   failure.catch(() => {});
-  thread.commit = thread.move = thread.writeCheckpoint = meta.put = opts.root.childTransaction = () => failure;
+  store.index.put = store.meta.put = root.childTransaction = () => failure;
   return () => {
-    thread.commit = real.commit;
-    thread.move = real.move;
-    thread.writeCheckpoint = real.checkpoint;
-    meta.put = real.meta;
-    opts.root.childTransaction = real.child;
+    store.index.put = real.index;
+    store.meta.put = real.meta;
+    root.childTransaction = real.child;
   };
 }

@@ -1,8 +1,7 @@
 /** The LMDB index of the event log: what happens when LMDB does not commit it. */
 import { describe, expect, it } from 'vitest';
 import { AdapterError } from '@otm/core';
-import type { Worker } from 'node:worker_threads';
-import { doc, failCommits, indexThreadOf, put, useTempStores, value, withLmdb } from './helpers.js';
+import { doc, failCommits, put, useTempStores, value, withLmdb } from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
 
@@ -31,29 +30,6 @@ describe('event log index', () => {
       ['after', 3],
     ] as const)
       expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
-  });
-
-  it('when the index thread ends, answered events stay readable, the store closes, and the next start indexes them from the log', async () => {
-    const dir = tmp();
-    const warnings: string[] = [];
-    const s = openAt(dir, { warn: (m) => warnings.push(m) });
-    await s.events.write([put('before', doc(1))]);
-    await s.events.settled();
-    // The thread gone (a crash of its own, say): no index commit can be made in this process.
-    await (indexThreadOf(s) as unknown as { worker: Worker }).worker.terminate();
-    await s.events.write([put('during', doc(2))]);
-    await s.events.settled();
-    expect(warnings.join()).toMatch(/LMDB did not commit \(the event index thread ended/);
-    expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
-    await closeIt(s);
-    const again = openAt(dir);
-    for (const [k, i] of [
-      ['before', 1],
-      ['during', 2],
-    ] as const)
-      expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
-    const listed = await again.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 });
-    expect(listed.map((e) => e.key).sort()).toEqual(['before', 'during']);
   });
 
   it('reads positions of 16 bytes only: another value is a damaged index, a non-retryable AdapterError', async () => {
