@@ -23,12 +23,10 @@
  */
 import type { KindSegment } from '@otm/model';
 import { changeFacts, parseChangeDocument, type ChangeFacts, type FeedEntry } from '@otm/core';
-import { changeHead, isPlainChange, type Finder } from '@otm/query';
+import { DOCUMENT_MEMBER, changeHead, type Finder } from '@otm/query';
 
 /** What the dispatcher reads: the change feed and the documents of its entries (query's Finder). */
 export type DispatchSource = Pick<Finder, 'feed' | 'documents'>;
-
-const DOCUMENT_MEMBER = Buffer.from(',"document":');
 
 /** One change of the feed with its document, read once for every subscription of the tenant. */
 export class SharedChange {
@@ -46,9 +44,7 @@ export class SharedChange {
   private made(): string {
     if (this.head === undefined) {
       // As query's `changeItem` writes it (tested byte for byte against it).
-      const plain = isPlainChange(this.entry);
-      this.head = changeHead(this.entry, plain);
-      this.headBytes = plain ? this.head.length : Buffer.byteLength(this.head);
+      ({ head: this.head, headBytes: this.headBytes } = changeHead(this.entry));
       const d = this.doc;
       this.docBytes = d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.length;
     }

@@ -301,11 +301,9 @@ export class Finder {
  * `{"cursor","op","kind","id","lifecycle"?,"document"?}`, the document's text as it is.
  */
 export function changeItem(e: FeedEntry, doc: string | Buffer | undefined): Buffer {
-  const plain = isPlainChange(e);
-  const head = changeHead(e, plain);
+  const { head, headBytes } = changeHead(e);
   if (doc === undefined) return Buffer.from(`${head}}`);
   const body = typeof doc === 'string' ? Buffer.from(doc) : doc;
-  const headBytes = plain ? head.length : Buffer.byteLength(head);
   const out = Buffer.allocUnsafe(headBytes + DOCUMENT_MEMBER.length + body.length + 1);
   out.write(head, 0, 'utf8');
   DOCUMENT_MEMBER.copy(out, headBytes);
@@ -315,26 +313,29 @@ export function changeItem(e: FeedEntry, doc: string | Buffer | undefined): Buff
 }
 
 /**
- * A change's item up to its document, `{"cursor","op","kind","id","lifecycle"?`: written by hand,
- * members in the order JSON.stringify of {cursor, op, kind, id, lifecycle?} gives (op, kind and
- * lifecycle are names; the cursor and the id escaped as it escapes them), since the feed's readers
- * make one for each change, and the object and its stringify cost as much as the rest. With
- * `plain` (isPlainChange) the cursor and the id are written as they are, and the head is as many
- * bytes as characters.
+ * A change's item up to its document, `{"cursor","op","kind","id","lifecycle"?`, and its length in
+ * UTF-8 bytes: written by hand, members in the order JSON.stringify of {cursor, op, kind, id,
+ * lifecycle?} gives (op, kind and lifecycle are names; the cursor and the id escaped as it escapes
+ * them), since the feed's readers make one for each change, and the object and its stringify cost
+ * as much as the rest. When the cursor and the id are plain (isPlainChange) they are written as
+ * they are, and the head is as many bytes as characters (no byte count needed).
  */
-export function changeHead(e: FeedEntry, plain = isPlainChange(e)): string {
+export function changeHead(e: FeedEntry): { head: string; headBytes: number } {
   const lifecycle =
     e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0 ? `,"lifecycle":"${LIFECYCLES[e.lifecycleRank - 1]}"` : '';
-  return plain
-    ? `{"cursor":"${e.cursor}","op":"${e.op}","kind":"${e.kind}","id":"${e.key}"${lifecycle}`
-    : `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
+  if (isPlainChange(e)) {
+    const head = `{"cursor":"${e.cursor}","op":"${e.op}","kind":"${e.kind}","id":"${e.key}"${lifecycle}`;
+    return { head, headBytes: head.length };
+  }
+  const head = `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
+  return { head, headBytes: Buffer.byteLength(head) };
 }
 
 /**
  * Whether the change's cursor and id are printable ASCII without `"` or `\` (UUIDs and numbers:
  * most of them): JSON.stringify would only quote them, and each is a byte a character.
  */
-export function isPlainChange(e: FeedEntry): boolean {
+function isPlainChange(e: FeedEntry): boolean {
   return isPlain(e.cursor) && isPlain(e.key);
 }
 
@@ -346,7 +347,8 @@ function isPlain(s: string): boolean {
   return true;
 }
 
-const DOCUMENT_MEMBER = Buffer.from(',"document":');
+/** What joins a change's head to its document. */
+export const DOCUMENT_MEMBER = Buffer.from(',"document":');
 
 const compare = (a: ListPosition, b: ListPosition): number => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 
