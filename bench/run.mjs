@@ -100,7 +100,7 @@ const cfg = {
   findEntities: Number(option('find-entities', QUICK ? 100_000 : 1_000_000)),
   findEventsSmall: 100_000,
   findEventsLarge: Number(option('find-events', QUICK ? 1_000_000 : 10_000_000)),
-  findRequests: QUICK ? 200 : 1_000,
+  findRequests: QUICK ? 200 : 5_000,
   findFeedEntries: QUICK ? 50_000 : 200_000,
   streamClients: Number(option('stream-clients', 1_000)),
   streamRate: Number(option('stream-rate', 5_000)),

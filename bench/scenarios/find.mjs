@@ -14,7 +14,7 @@
  * - feed: reading the change feed from its start over HTTP (pages of 1,000) against the store's own
  *   read of the same entries (in-process `feed.read`); target at least 0.3×.
  * Requests are made one at a time, the two sides of each comparison interleaved, so that both see
- * the same moments of a noisy machine.
+ * the same moments of a noisy machine, every other round in the reverse order (ABBA).
  */
 import fs from 'node:fs';
 import { openEmbeddedStores } from '../../packages/embedded/dist/index.js';
@@ -86,11 +86,16 @@ const get = async (url, path) => {
   return { ...r, ms };
 };
 
-/** p50 and p99 (ms) of each path, asked `n` times one at a time, the paths interleaved. */
+/** p50 and p99 (ms) of each path, asked `n` times one at a time, the paths interleaved (ABBA). */
 async function latencies(url, paths, n) {
   const ms = paths.map(() => []);
   for (let i = 0; i < n; i++) {
-    for (let j = 0; j < paths.length; j++) ms[j].push((await get(url, paths[j])).ms);
+    // Every other round in the reverse order: a pause that the request before leaves behind (a
+    // collection, a flush) falls on each path as often.
+    for (let k = 0; k < paths.length; k++) {
+      const j = i % 2 === 0 ? k : paths.length - 1 - k;
+      ms[j].push((await get(url, paths[j])).ms);
+    }
   }
   return ms.map((xs) => {
     const s = xs.sort((a, b) => a - b);
