@@ -22,7 +22,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import { postFromChild, postHere, receiver } from '../lib/post-bodies.mjs';
 import { EMB_TOKEN, startEmbedded } from '../lib/services.mjs';
-import { fmt, log, percentile, request, sleep } from '../lib/util.mjs';
+import { fmt, log, median, percentile, request, sleep } from '../lib/util.mjs';
 
 /** Untimed deliveries of the backlog before the timed ones (see `webhooks`). */
 const WEBHOOK_WARMUPS = 2;
@@ -117,61 +117,56 @@ async function webhooks(ctx) {
     // A read of the feed waits for the event index to take the last events (their feed entries are
     // written in its commit), so that the clock below counts the deliveries alone.
     await request(`${emb.url}/api/v5/changes?limit=1`, { token: EMB_TOKEN });
-    // Both are timed warm. The baseline POSTs the bodies once before its timed pass, enough for its
-    // few functions; the service's delivery path compiles on background threads through its first
-    // two deliveries of the backlog (bench/diag/webhook/rate.mjs: the main thread at 4.3-5 µs a
-    // change in rounds 1 and 2, 3.0-3.2 from round 3, with its other threads busy twice as long in
-    // the first two). So two subscriptions deliver the backlog untimed, each deleted after it,
-    // before the timed rounds.
-    const subscribe = async () => {
+    // One delivery of the backlog after `first` (n events; the vehicle put is `first` itself) by a
+    // new subscription, deleted after it: its seconds, the service's main-thread CPU seconds, and
+    // the bodies the receiver got.
+    const pid = emb.svc.child.pid;
+    const deliver = async (what) => {
+      rx.reset();
+      const cpu0 = mainThreadCpu(pid);
+      const t0 = performance.now();
       const r = await request(`${emb.url}/api/v5/subscriptions`, {
         method: 'POST',
         token: EMB_TOKEN,
         body: JSON.stringify({ url: rx.url, kinds: ['events'], from: first }),
       });
       if (r.status !== 201) throw new Error(`subscribe: ${r.status} ${r.body.slice(0, 200)}`);
-      return JSON.parse(r.body).id;
-    };
-    for (let w = 1; w <= WEBHOOK_WARMUPS; w++) {
-      const started = performance.now();
-      const warm = await subscribe();
       for (const until = Date.now() + 300_000; rx.changes() < n && Date.now() < until;) await sleep(5);
-      if (rx.changes() < n) throw new Error(`webhooks, warming up: ${rx.changes()} of ${n} changes delivered in 300 s`);
-      log(`    warm-up delivery ${w}: ${fmt(n / ((performance.now() - started) / 1000))} changes/s`);
-      const del = await request(`${emb.url}/api/v5/subscriptions/${warm}`, { method: 'DELETE', token: EMB_TOKEN });
-      if (del.status !== 204 && del.status !== 200) throw new Error(`delete the warm-up subscription: ${del.status}`);
+      const seconds = (performance.now() - t0) / 1000;
+      const cpuSeconds = mainThreadCpu(pid) - cpu0;
+      if (rx.changes() < n) throw new Error(`webhooks, ${what}: ${rx.changes()} of ${n} changes delivered in 300 s`);
+      const bodies = rx.bodies.slice();
+      const del = await request(`${emb.url}/api/v5/subscriptions/${JSON.parse(r.body).id}`, { method: 'DELETE', token: EMB_TOKEN });
+      if (del.status !== 204 && del.status !== 200) throw new Error(`webhooks, ${what}: delete the subscription: ${del.status}`);
       await sleep(200);
       rx.reset();
+      return { seconds, cpuSeconds, bodies };
+    };
+    // Both are timed warm. The baseline POSTs the bodies once before its timed pass, enough for its
+    // few functions; the service's delivery path compiles on background threads through its first
+    // two deliveries of the backlog (bench/diag/webhook/rate.mjs: the main thread at 4.3-5 µs a
+    // change in rounds 1 and 2, 3.0-3.2 from round 3, with its other threads busy twice as long in
+    // the first two). So two subscriptions deliver the backlog untimed, each deleted after it,
+    // before the timed rounds.
+    for (let w = 1; w <= WEBHOOK_WARMUPS; w++) {
+      const { seconds } = await deliver('warming up');
+      log(`    warm-up delivery ${w}: ${fmt(n / seconds)} changes/s`);
     }
-    // Timed rounds, each a delivery of the backlog by a new subscription (deleted after) and then
-    // the baseline: the same bodies POSTed again one at a time with undici, from a process of its
-    // own as the dispatcher is (bench/lib/post-bodies.mjs). Either side's rate moves by a fifth
-    // between single runs of half a second; the row takes the median round of each.
-    const pid = emb.svc.child.pid;
+    // Timed rounds, each a delivery and then the baseline: the same bodies POSTed again one at a
+    // time with undici, from a process of its own as the dispatcher is (bench/lib/post-bodies.mjs).
+    // Either side's rate moves by a fifth between single runs of half a second; the row takes the
+    // median round of each.
     const rounds = [];
     let bodies;
     for (let r = 0; r < WEBHOOK_ROUNDS; r++) {
-      rx.reset();
-      const cpu0 = mainThreadCpu(pid);
-      const t0 = performance.now();
-      const sub = await subscribe();
-      const until = Date.now() + 300_000;
-      while (rx.changes() < n && Date.now() < until) await sleep(5);
-      const seconds = (performance.now() - t0) / 1000;
-      const cpuSeconds = mainThreadCpu(pid) - cpu0;
-      if (rx.changes() < n) throw new Error(`webhooks: ${rx.changes()} of ${n} changes delivered in 300 s`);
-      bodies ??= rx.bodies.slice();
-      const del = await request(`${emb.url}/api/v5/subscriptions/${sub}`, { method: 'DELETE', token: EMB_TOKEN });
-      if (del.status !== 204 && del.status !== 200) throw new Error(`delete the subscription: ${del.status}`);
-      await sleep(200);
-      rx.reset();
-      rounds.push({ seconds, cpuSeconds, plain: await postFromChild(rx.url, bodies) });
+      const round = await deliver('timed');
+      bodies ??= round.bodies;
+      rounds.push({ ...round, plain: await postFromChild(rx.url, bodies) });
     }
-    const middle = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-    const webhookS = middle(rounds.map((r) => r.seconds));
-    const plainS = middle(rounds.map((r) => r.plain.seconds));
-    const serviceCpu = middle(rounds.map((r) => r.cpuSeconds));
-    const plainCpu = middle(rounds.map((r) => r.plain.cpuSeconds));
+    const webhookS = median(rounds.map((r) => r.seconds));
+    const plainS = median(rounds.map((r) => r.plain.seconds));
+    const serviceCpu = median(rounds.map((r) => r.cpuSeconds));
+    const plainCpu = median(rounds.map((r) => r.plain.cpuSeconds));
     log(
       `    rounds: delivered ${rounds.map((r) => fmt(n / r.seconds)).join(', ')} changes/s; POSTed plainly ${rounds.map((r) => fmt(n / r.plain.seconds)).join(', ')}`,
     );
