@@ -98,6 +98,8 @@ export interface Config {
   readonly feedRetentionMs: number;
   /** Longest window of a vehicle track request, in days. */
   readonly trackMaxDays: number;
+  /** Seconds a consumer or background loop may stay down before /healthz answers 503 (OTM_STALL_SECONDS). */
+  readonly stallSeconds: number;
   /** The embedded event log's segment size: a new segment starts beyond it (bytes). */
   readonly eventSegmentBytes: number;
   /** How often the embedded event log looks for sealed segments worth compacting (ms); 0: never. */
@@ -183,6 +185,8 @@ export const CONFIG_VARIABLES = {
   OTM_FEED_RETENTION:
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
   OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
+  OTM_STALL_SECONDS:
+    'seconds a bus consumer or background loop may stay down (restarting after failures) before /healthz answers 503, so that an orchestrator restarts the process (default 120)',
   OTM_EVENT_SEGMENT_BYTES:
     'size in bytes beyond which the embedded event log starts a new segment file; only sealed segments are compacted (default 67108864, 64 MiB)',
   OTM_EVENT_COMPACTION_INTERVAL:
@@ -203,9 +207,10 @@ export const CONFIG_VARIABLES = {
   KAFKA_LINGER_MS: 'how long a write waits for others to share its produce request (default 5)',
   KAFKA_MAX_REQUEST_BYTES:
     "most bytes of messages in one produce request (default 1000000, under Kafka's default message.max.bytes; a larger message goes alone)",
-  KAFKA_SESSION_TIMEOUT_MS: 'consumer group session timeout (default 30000)',
-  KAFKA_HEARTBEAT_MS: 'consumer heartbeat interval (default 3000)',
-  KAFKA_REBALANCE_TIMEOUT_MS: 'consumer rebalance timeout (default 60000)',
+  KAFKA_SESSION_TIMEOUT_MS:
+    "consumer group session timeout: how long after a worker dies its partitions move to the others (default 10000; the broker's group.min.session.timeout.ms, 6000 by default, is the least)",
+  KAFKA_HEARTBEAT_MS: 'consumer heartbeat interval (default 1000; at most a third of the session timeout)',
+  KAFKA_REBALANCE_TIMEOUT_MS: 'how long the members of a group have to rejoin during a rebalance (default 10000)',
   KAFKA_MAX_WAIT_MS: 'longest a consumer fetch waits for data (default 500)',
 } as const;
 
@@ -481,6 +486,7 @@ export function loadConfig(env: Env = process.env): Config {
     eventSegmentBytes: integer(env, 'OTM_EVENT_SEGMENT_BYTES', 64 * 1024 * 1024, 4096, 1024 * 1024 * 1024),
     eventCompactionIntervalMs: durationOrOff(env, 'OTM_EVENT_COMPACTION_INTERVAL', 10 * 60_000, 100, 24 * 3_600_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
+    stallSeconds: integer(env, 'OTM_STALL_SECONDS', 120, 5, 86_400),
     streamsPerToken: integer(env, 'OTM_STREAMS_PER_TOKEN', 10, 1, 100_000),
     rateLimit: rateLimit(env, 'OTM_RATE_LIMIT'),
     tenantRateLimit: rateLimit(env, 'OTM_TENANT_RATE_LIMIT'),
@@ -493,9 +499,9 @@ export function loadConfig(env: Env = process.env): Config {
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),
       maxRequestBytes: integer(env, 'KAFKA_MAX_REQUEST_BYTES', 1_000_000, 1_024, 1_073_741_824),
-      sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 30_000, 1_000, 3_600_000),
-      heartbeatMs: integer(env, 'KAFKA_HEARTBEAT_MS', 3_000, 100, 600_000),
-      rebalanceTimeoutMs: integer(env, 'KAFKA_REBALANCE_TIMEOUT_MS', 60_000, 1_000, 3_600_000),
+      sessionTimeoutMs: integer(env, 'KAFKA_SESSION_TIMEOUT_MS', 10_000, 1_000, 3_600_000),
+      heartbeatMs: integer(env, 'KAFKA_HEARTBEAT_MS', 1_000, 100, 600_000),
+      rebalanceTimeoutMs: integer(env, 'KAFKA_REBALANCE_TIMEOUT_MS', 10_000, 1_000, 3_600_000),
       maxWaitMs: integer(env, 'KAFKA_MAX_WAIT_MS', 500, 10, 60_000),
     }),
   });

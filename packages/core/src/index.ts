@@ -16,3 +16,4 @@ export * from './event-facts.js';
 export * from './facets.js';
 export * from './api-keys.js';
 export * from './rate-limit.js';
+export * from './health.js';

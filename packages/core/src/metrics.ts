@@ -155,3 +155,46 @@ export const entityCacheBytes = cacheGauge(
   "Bytes those documents count against their cache's bound (their UTF-8 bytes and 100 each; at most 16 MiB a store)",
   'calculatedSize',
 );
+
+/** Bus consumers and background loops (core/health.ts): whether each runs, and how often it restarted. */
+export const consumerUp = new Gauge({
+  name: 'otm_consumer_up',
+  help: 'Whether the bus consumer of a group and topic is joined and consuming (1) or not (0)',
+  labelNames: ['group', 'topic'] as const,
+  registers: [registry],
+});
+
+export const consumerLag = new Gauge({
+  name: 'otm_consumer_lag',
+  help: "Records of a partition after the group's committed offset (the end of the partition minus the commit), read every few seconds",
+  labelNames: ['group', 'topic', 'partition'] as const,
+  registers: [registry],
+});
+
+export const consumerRestarts = new Counter({
+  name: 'otm_consumer_restarts_total',
+  help: 'Times a bus consumer was started again after it failed or crashed',
+  labelNames: ['group', 'topic'] as const,
+  registers: [registry],
+});
+
+export const loopUp = new Gauge({
+  name: 'otm_loop_up',
+  help: 'Whether a background loop (dispatcher, stream reader, entity export, compaction, ...) runs (1) or is waiting to restart after a failure (0)',
+  labelNames: ['loop'] as const,
+  registers: [registry],
+});
+
+export const loopRestarts = new Counter({
+  name: 'otm_loop_restarts_total',
+  help: 'Times a background loop was started again after it failed',
+  labelNames: ['loop'] as const,
+  registers: [registry],
+});
+
+export const partsDown = new Gauge({
+  name: 'otm_parts_down',
+  help: 'Parts of this process (consumers, loops, stores refusing writes) that are down now, by kind; /readyz is 503 while any is',
+  labelNames: ['kind'] as const,
+  registers: [registry],
+});

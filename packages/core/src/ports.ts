@@ -6,6 +6,7 @@ import type { KindSegment } from '@otm/model';
 import type { EventFacts, TrackFix } from './event-facts.js';
 import type { ListRecord } from './facets.js';
 import type { Envelope, Topic } from './messages.js';
+import type { Monitored } from './health.js';
 
 export interface Bus {
   /**
@@ -50,7 +51,11 @@ export interface SubscribeOptions {
   readonly pipeline?: number;
 }
 
-export interface Subscription {
+/**
+ * A consumer of a topic for a group. Its status (core/health.ts) says whether it is consuming: a
+ * consumer that failed is started again by the bus, and is down until it consumes again.
+ */
+export interface Subscription extends Monitored {
   /** Stops taking messages, lets the batch in hand finish, commits, leaves. */
   close(): Promise<void>;
 }

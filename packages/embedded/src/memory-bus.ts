@@ -4,7 +4,7 @@
  * order. `publish` resolves only after every subscribed group has applied the message, so a write
  * is visible to the next read; if a handler fails, the publishers of that batch get the error.
  */
-import { unavailable, type Bus, type Envelope, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
+import { PartState, unavailable, type Bus, type Envelope, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
 
 /**
  * One publish call: settles once every message of it has been applied by every group, or with the
@@ -188,7 +188,12 @@ export class MemoryBus implements Bus {
     };
     list.push(g);
     this.groups.set(topic, list);
+    // In process, a handler's failure fails the publish that called it: the consumer itself never stops.
+    const state = new PartState(`consumer ${group}/${topic}`, 'loop');
     return {
+      name: state.name,
+      kind: state.kind,
+      status: () => state.status(),
       close: async () => {
         g.closed = true;
         await Promise.all(g.partitions.map((p) => p.idle()));

@@ -19,6 +19,8 @@ import Fastify, {
 import {
   DEFAULT_CONNECTION_LIMITS,
   OtmServiceError,
+  ThrottledLog,
+  partsDown,
   TokenVerifier,
   allows,
   invalidDocument,
@@ -32,6 +34,7 @@ import {
   type RateLimiter,
   type ConnectionLimits,
   type ErrorItem,
+  type Health,
   type Logger,
   type Principal,
   type Scope,
@@ -88,6 +91,13 @@ export interface HttpAppOptions {
   maxDepth: number;
   /** Whether every dependency answers; /readyz reports it. */
   readiness: () => Promise<Record<string, boolean>>;
+  /**
+   * The process's consumers, background loops and stores' write state (core/health.ts): /readyz is
+   * 503 while one is down; /healthz once a loop has been down `stallSeconds` (OTM_STALL_SECONDS).
+   */
+  health?: Health;
+  /** Seconds a loop may stay down before /healthz answers 503 (default 120). */
+  stallSeconds?: number;
   /** Timeouts and the cap on connections; each one not given is the configuration's default. */
   connections?: Partial<ConnectionLimits>;
   /** Request-rate quotas (OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT); none when both limits are unset. */
@@ -497,9 +507,15 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     send(reply, 404, [{ type: 'notFound', message: `no resource at ${req.method} ${clip(req.url.split('?')[0]!)}` }]),
   );
 
+  // A store that is down fails every request that needs it: one line a while, not a stack a request.
+  const unavailableLog = new ThrottledLog(10_000);
   app.setErrorHandler((err: FastifyError | OtmServiceError, req, reply) => {
     if (err instanceof OtmServiceError) {
-      if (err.status >= 500) req.log.error({ err, code: err.code }, 'request failed');
+      if (err.status >= 500 && err.retryable) {
+        const { log, skipped } = unavailableLog.take(`${err.code} ${req.routeOptions.url ?? ''}`);
+        if (log)
+          req.log.warn({ code: err.code, err: err.message, cause: causeText(err.cause), alsoFailedSince: skipped }, 'request failed');
+      } else if (err.status >= 500) req.log.error({ err, code: err.code }, 'request failed');
       if (err.status === 500) return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
       return send(reply, err.status, err.items, err.headers);
     }
@@ -530,13 +546,24 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
   });
 
-  // eslint-disable-next-line @typescript-eslint/require-await -- fastify's async handler style: the value is the answer
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  // Liveness: 503 once a loop has been down longer than the stall bound (a restart is the cure).
+  const stallSeconds = opts.stallSeconds ?? 120;
+  app.get('/healthz', async (_req, reply) => {
+    const stalled = opts.health?.stalled(stallSeconds) ?? [];
+    if (stalled.length === 0) return { status: 'ok' };
+    return reply.code(503).send({ status: 'stalled', stallSeconds, down: stalled });
+  });
   // This service's OpenAPI description (public, like the model's own).
   let openapi: string | undefined;
   app.get('/api/v5/openapi.json', async (_req, reply) => reply.type(JSON_TYPE).send((openapi ??= JSON.stringify(openApiDocument()))));
   // Prometheus metrics of this process (no token: serve it on an internal network only).
-  app.get('/metrics', async (_req, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  app.get('/metrics', async (_req, reply) => {
+    if (opts.health) {
+      const down = opts.health.down();
+      for (const kind of ['loop', 'store'] as const) partsDown.set({ kind }, down.filter((p) => p.kind === kind).length);
+    }
+    return reply.type(registry.contentType).send(await registry.metrics());
+  });
   app.get('/readyz', async (_req, reply) => {
     let checks: Record<string, boolean>;
     try {
@@ -544,12 +571,19 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
     } catch {
       checks = { dependencies: false };
     }
+    // Every part down is a check of its own, named for the operator; `down` says why and since when.
+    const down = opts.health?.down() ?? [];
+    for (const part of down) checks[part.name] = false;
     const ready = Object.values(checks).every(Boolean);
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks });
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', checks, ...(down.length > 0 ? { down } : {}) });
   });
 
   return app;
 }
+
+/** The message of an error's cause, for a log line (no stack). */
+const causeText = (cause: unknown): string | undefined =>
+  cause === undefined ? undefined : cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : 'unknown cause';
 
 /** What the quota of a credential counts by: never the credential, a hash of what identifies it. */
 const credentialKey = (p: Principal): string | undefined => {

@@ -97,6 +97,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     telemetry,
     connections: config.connections,
     trackMaxDays: config.trackMaxDays,
+    stallSeconds: config.stallSeconds,
     quotas: {
       ...(config.rateLimit === undefined ? {} : { perCredential: config.rateLimit }),
       ...(config.tenantRateLimit === undefined ? {} : { perTenant: config.tenantRateLimit }),

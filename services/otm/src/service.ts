@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { precompile } from '@otm/model';
 import {
   DEFAULT_CONNECTION_LIMITS,
+  Health,
   MemoryRateLimiter,
   TOPICS,
   TokenVerifier,
@@ -48,6 +49,8 @@ export const ALL_ROLES: Roles = { ingress: true, query: true, entityWorker: true
 
 export interface Service {
   readonly app: FastifyInstance;
+  /** The process's consumers, loops and stores' write states, as /readyz and /healthz report them. */
+  readonly health: Health;
   /**
    * Graceful stop: stops taking requests and finishes those in hand; workers finish their batch
    * and commit; then the adapters close.
@@ -83,6 +86,8 @@ export async function createService(
     telemetry?: TelemetryBatching & { concurrency?: number };
     /** Longest track window in days (OTM_TRACK_MAX_DAYS; default 31). */
     trackMaxDays?: number;
+    /** Seconds a consumer or loop may stay down before /healthz answers 503 (OTM_STALL_SECONDS; default 120). */
+    stallSeconds?: number;
     /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
     connections?: Partial<ConnectionLimits>;
     /**
@@ -124,7 +129,9 @@ export async function createService(
   if (roles.ingress || roles.query) authenticators.push(new ApiKeyAuthenticator(adapters.apiKeys, opts.apiKeyCacheMs));
   if (roles.ingress) precompile(); // compile every validator now, not on the first request
 
+  const health = new Health();
   const subscriptions: Subscription[] = [];
+  health.watch(() => subscriptions);
   if (roles.entityWorker) subscriptions.push(await bus.subscribe(TOPICS.entities, GROUPS.entities, entityWorker(entities, { logger })));
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};
@@ -150,6 +157,8 @@ export async function createService(
     bodyLimit: opts.bodyLimit,
     maxDepth: opts.maxDepth,
     connections: opts.connections,
+    health,
+    ...(opts.stallSeconds === undefined ? {} : { stallSeconds: opts.stallSeconds }),
     ...(opts.quotas === undefined ? {} : { quotas: { ...opts.quotas, limiter: adapters.rateLimiter ?? new MemoryRateLimiter() } }),
     readiness: async () => {
       const checks: Record<string, boolean> = {};
@@ -235,6 +244,7 @@ export async function createService(
   let closed = false;
   return {
     app,
+    health,
     close: async () => {
       if (closed) return;
       closed = true;

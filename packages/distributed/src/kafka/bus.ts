@@ -3,8 +3,9 @@
  * this folder. Publishing is `producer.ts` (records as `record-pack.ts` makes them), consuming and
  * the retry decision `consumer.ts`, messages that can never be applied `dead-letter.ts`, topic
  * creation `topics.ts`, settings and their defaults `options.ts`. The bus owns one kafkajs client,
- * one producer (shared by publishes and dead letters), one consumer per subscription and, once
- * `ready()` was asked, one admin client; `close()` ends them all.
+ * one producer (shared by publishes and dead letters), one consumer per subscription, an admin
+ * client that reads the consumers' lag (consumer-lag.ts) and, once `ready()` was asked, one more
+ * admin client; `close()` ends them all.
  */
 import { Kafka, type Admin, type Producer } from 'kafkajs';
 import { AdapterError, unavailable, type Bus, type Envelope, type SubscribeOptions, type Subscription, type Topic } from '@otm/core';
@@ -19,6 +20,8 @@ export class KafkaBus implements Bus {
   private readonly publisher: Publisher;
   private readonly consumers: Consumers;
   private admin: Admin | undefined;
+  /** The admin client that reads the consumers' lag (connected again after a failure). */
+  private lagAdminClient: Admin | undefined;
   private readonly subscriptions = new Set<Subscription>();
   private closed = false;
 
@@ -35,6 +38,7 @@ export class KafkaBus implements Bus {
       publishTimeoutMs: this.settings.publishTimeoutMs,
       producer: () => this.connectedProducer(),
       producerFailed: (producer) => this.publisher.replace(producer),
+      admin: () => this.lagAdmin(),
     });
   }
 
@@ -60,6 +64,19 @@ export class KafkaBus implements Bus {
     const sub = await this.consumers.subscribe(topic, group, handler, options, (s) => this.subscriptions.delete(s));
     this.subscriptions.add(sub);
     return sub;
+  }
+
+  private async lagAdmin(): Promise<Admin> {
+    if (this.closed) throw new AdapterError('kafka', 'the bus is closed', { retryable: false });
+    const admin = (this.lagAdminClient ??= this.kafka.admin({ retry: { retries: 0 } }));
+    try {
+      await admin.connect();
+      return admin;
+    } catch (e) {
+      this.lagAdminClient = undefined;
+      await admin.disconnect().catch(() => {});
+      throw e;
+    }
   }
 
   async ready(): Promise<boolean> {
@@ -90,5 +107,6 @@ export class KafkaBus implements Bus {
     await Promise.all([...this.subscriptions].map((s) => s.close()));
     await this.publisher.close();
     await this.admin?.disconnect().catch(() => {});
+    await this.lagAdminClient?.disconnect().catch(() => {});
   }
 }

@@ -24,15 +24,22 @@
  * common path fast (one store round trip per chunk); the per-message pass only runs for the rare
  * poison message.
  *
- * If the consumer crashes with an error kafkajs does not retry itself (seen during rebalances on
- * the librdkafka mock cluster the tests once ran on), a new consumer is started after a pause, so a worker never sits idle while
- * looking alive; uncommitted batches are replayed.
+ * Supervision: a consumer that crashes with an error kafkajs does not retry itself, or that cannot
+ * start (Kafka down), is replaced by a new one after a capped exponential backoff with jitter, for
+ * as long as the subscription is open, so a worker never sits idle while looking alive;
+ * uncommitted batches are replayed. Its state (core/health.ts; otm_consumer_up) is down from a crash
+ * or a failed start until the new consumer joins its group, and /readyz and /healthz report it.
+ * The group's lag is read from the broker every few seconds (consumer-lag.ts).
  */
-import type { Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
+import type { Admin, Consumer, EachBatchPayload, Kafka, Producer } from 'kafkajs';
 import {
   AdapterError,
   OtmServiceError,
+  PartState,
   TOPICS,
+  backoffDelay,
+  consumerRestarts,
+  consumerUp,
   unavailable,
   type Envelope,
   type Logger,
@@ -41,6 +48,7 @@ import {
   type Topic,
 } from '@otm/core';
 import { errorText } from '../error-text.js';
+import { watchLag } from './consumer-lag.js';
 import { deadLetterCode, deadLetterReason, deadLetterRecord, sendDeadLetter } from './dead-letter.js';
 import { consumerConfig, type KafkaConsumerSettings } from './options.js';
 import { decodeRecord, type Decoded } from './record-pack.js';
@@ -52,6 +60,8 @@ export type Handler = (batch: readonly Envelope[]) => Promise<void>;
 export interface KafkaSubscription extends Subscription {
   /** Resolves when the consumer first got its partition assignment. */
   readonly joined: Promise<void>;
+  /** The kafkajs consumer now in use (a crashed one is replaced); for fault tests. */
+  consumer(): Consumer | undefined;
 }
 
 /** Whether the error says itself whether a retry can help: an OtmServiceError or an AdapterError. */
@@ -83,6 +93,8 @@ export interface ConsumerContext {
   readonly producer: () => Promise<Producer>;
   /** Told of a producer whose dead-letter send failed (the bus replaces it). */
   readonly producerFailed?: (producer: Producer) => void;
+  /** A connected admin client, for reading the groups' lag; absent: no lag is read. */
+  readonly admin?: () => Promise<Admin>;
 }
 
 /** Per partition: messages fetched ahead, the loop applying them, and whether it had to stop. */
@@ -124,22 +136,52 @@ export class Consumers {
     let closing: Promise<void> | undefined;
     let current: Consumer | undefined;
     let restartTimer: NodeJS.Timeout | undefined;
+    /** Failed starts and crashes since the consumer last joined: the backoff's attempt. */
+    let failures = 0;
     const pipeline: Pipeline | undefined = options.fetchAhead ? { parts: new Map(), stopping: false } : undefined;
+    const state = new PartState(`consumer ${group}/${topic}`, 'loop', {
+      up: false,
+      onChange: (up) => consumerUp.set({ group, topic }, up ? 1 : 0),
+    });
+    const lag = this.ctx.admin === undefined ? undefined : watchLag(this.ctx.admin, group, topic, s.lagIntervalMs);
+
+    // A consumer that failed for good (kafkajs does not restart it) or could not start is replaced
+    // by a new one after a backoff, for as long as the subscription is open: never a worker that
+    // looks alive with no consumer.
+    const replace = (consumer: Consumer | undefined, cause: string): void => {
+      if (closing || restartTimer !== undefined || (consumer !== undefined && consumer !== current)) return;
+      failures++;
+      state.down(cause);
+      void consumer?.disconnect().catch(() => {});
+      const delay = backoffDelay(failures, s.restartBackoff);
+      logger?.warn({ topic, group, attempt: failures, retryInMs: delay, err: cause }, 'kafka consumer down; starting a new one');
+      restartTimer = setTimeout(() => {
+        restartTimer = undefined;
+        if (closing) return;
+        consumerRestarts.inc({ group, topic });
+        start().catch((e: unknown) => replace(undefined, `cannot start: ${errorText(e)}`));
+      }, delay);
+    };
 
     const start = async (): Promise<void> => {
       const consumer = this.ctx.kafka.consumer(consumerConfig(group, s));
       current = consumer;
-      consumer.on(consumer.events.GROUP_JOIN, () => resolveJoined());
+      consumer.on(consumer.events.GROUP_JOIN, () => {
+        if (consumer !== current) return;
+        failures = 0;
+        state.up();
+        resolveJoined();
+      });
+      // kafkajs restarts no consumer itself (options.ts): every crash is replaced here.
       consumer.on(consumer.events.CRASH, (event) => {
-        const { error, restart } = event.payload as { error: unknown; restart: boolean };
-        if (restart || closing) return; // kafkajs restarts it itself, or we are stopping
-        logger?.error({ topic, group, err: errorText(error) }, 'kafka consumer crashed; starting a new one');
-        void consumer.disconnect().catch(() => {});
-        restartTimer = setTimeout(() => {
-          restartTimer = undefined;
-          if (closing) return;
-          start().catch((e: unknown) => logger?.error({ topic, group, err: errorText(e) }, 'kafka consumer restart failed'));
-        }, 1_000);
+        const { error } = event.payload as { error: unknown };
+        replace(consumer, `crashed: ${errorText(error)}`);
+      });
+      // A consumer that stops without being asked to is dead too. kafkajs stops a crashing consumer
+      // before it reports the crash: give the crash (with its cause) a moment to come first.
+      consumer.on(consumer.events.STOP, () => {
+        if (closing || consumer !== current) return;
+        setTimeout(() => replace(consumer, 'stopped without being asked to'), 1_000).unref();
       });
       try {
         await consumer.connect();
@@ -155,13 +197,19 @@ export class Consumers {
         throw unavailable(`cannot consume ${topic}: ${errorText(e)}`, this.ctx.retryAfterSeconds, e);
       }
     };
-    await start();
+    // A first start that fails (Kafka down as the worker starts) is retried like any other.
+    await start().catch((e: unknown) => replace(undefined, `cannot start: ${errorText(e)}`));
 
     const sub: KafkaSubscription = {
       joined,
+      consumer: () => current,
+      name: state.name,
+      kind: state.kind,
+      status: () => state.status(),
       close: () =>
         (closing ??= (async () => {
           onClose(sub);
+          lag?.stop();
           if (restartTimer) clearTimeout(restartTimer);
           if (pipeline && current) {
             // Take no more batches; what is being applied finishes and is committed, a chunk that
@@ -174,6 +222,7 @@ export class Consumers {
           // stop() waits for the batch in hand, which commits what its handler finished.
           await current?.stop().catch(() => {});
           await current?.disconnect().catch(() => {});
+          state.down('closed');
         })()),
     };
     return sub;
