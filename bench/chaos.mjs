@@ -8,10 +8,11 @@
  *   ... bench/chaos.mjs --fixed [--writes 20000] [--rate 200]
  *       the issue's fixed sequence (ClickHouse stopped 15 s, Redis 10 s, worker and query SIGKILLed,
  *       Kafka 10 s), repeated until that many writes were made;
- *   ... bench/chaos.mjs --handover [--rounds 3]
+ *   ... bench/chaos.mjs --handover [--rounds 3] [--session 10000]
  *       with the production consumer timings (session 10 s, heartbeat 1 s, rebalance 10 s): two
  *       workers, one SIGKILLed; how long until events written right after the kill, on every
  *       partition, are all visible; then the same with the only worker killed and a new one started.
+ * Every mode runs the roles with the production consumer timings (`--session` ms to change them).
  * Needs `npm run build` (the `otm` processes run from dist). Exits 1 when a check fails.
  */
 import { parseArgs } from 'node:util';
@@ -27,6 +28,7 @@ const { values: a } = parseArgs({
     writes: { type: 'string', default: '20000' },
     handover: { type: 'boolean', default: false },
     rounds: { type: 'string', default: '3' },
+    session: { type: 'string', default: '10000' },
   },
 });
 const log = (s) => process.stdout.write(`${s}\n`);
@@ -38,8 +40,18 @@ function scheduleFor(seed, minutes) {
   return all.filter((f) => f.at < minutes * 60_000);
 }
 
+/** The consumer timings of production (the cluster of the tests uses shorter ones), or --session's. */
+function timings() {
+  const session = Number(a.session);
+  return {
+    KAFKA_SESSION_TIMEOUT_MS: String(session),
+    KAFKA_HEARTBEAT_MS: String(Math.min(1000, Math.floor(session / 3))),
+    KAFKA_REBALANCE_TIMEOUT_MS: String(session),
+  };
+}
+
 async function chaos() {
-  const c = await startCluster({ env: { OTM_WEBHOOK_ALLOW: '127.0.0.1' } });
+  const c = await startCluster({ env: { OTM_WEBHOOK_ALLOW: '127.0.0.1', ...timings() } });
   let failed = false;
   try {
     const runs = [];
@@ -130,9 +142,8 @@ async function ready(c, name) {
 }
 
 async function handover() {
-  // The production consumer timings (the cluster of the tests uses shorter ones).
-  const timings = { KAFKA_SESSION_TIMEOUT_MS: '10000', KAFKA_HEARTBEAT_MS: '1000', KAFKA_REBALANCE_TIMEOUT_MS: '10000' };
-  const c = await startCluster({ env: timings });
+  const session = Number(a.session);
+  const c = await startCluster({ env: timings() });
   const rows = [];
   try {
     await c.startRole('worker-b', ['worker']);
@@ -169,7 +180,7 @@ async function handover() {
   }
   for (const what of new Set(rows.map((r) => r[0]))) {
     const s = rows.filter((r) => r[0] === what).map((r) => r[1]);
-    log(`${what}: ${s.map((x) => x.toFixed(1)).join(', ')} s (session timeout 10 s)`);
+    log(`${what}: ${s.map((x) => x.toFixed(1)).join(', ')} s (session timeout ${session / 1000} s)`);
   }
   return false;
 }

@@ -378,6 +378,6 @@ export function summary(r: ChaosResult): string {
     `chaos${r.seed === undefined ? '' : ` seed ${r.seed}`}: ${r.faults.length} faults in ${r.seconds.toFixed(0)} s; ` +
     `${r.writes} writes (${r.attempts} attempts), ${r.acknowledged} acknowledged, ${r.refused.length} refused, ` +
     `${r.lost.length} lost, ${r.undelivered.length} not delivered to the webhook, ${r.unhealthy.length} processes unhealthy; ` +
-    `all visible ${r.visibleAfterSeconds.toFixed(1)} s after the last fault`
+    `every write found readable by ${r.visibleAfterSeconds.toFixed(1)} s after the last fault (the check included)`
   );
 }
