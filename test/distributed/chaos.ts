@@ -220,6 +220,7 @@ export async function runChaos(
   // The faults, in their order; each starts at its time (or once the previous one is over).
   const faultLines: string[] = [];
   for (const f of opts.faults) {
+    if (opts.untilMs !== undefined && Date.now() - started > opts.untilMs) break;
     const wait = started + f.at - Date.now();
     if (wait > 0) await sleep(wait);
     const line = describeFault(f);
