@@ -176,6 +176,8 @@ export async function runChaos(
     rate: number;
     tailMs?: number;
     boundMs?: number;
+    /** No fault starts later than this after the start (ms): starting Kafka again takes longer than a fault's own time. */
+    untilMs?: number;
     log?: (line: string) => void;
   },
 ): Promise<ChaosResult> {
