@@ -231,6 +231,7 @@ export async function createService(
       )
     : undefined;
   dispatcher?.start();
+  if (dispatcher !== undefined) health.watch(() => dispatcher.parts());
   if (roles.ingress || roles.query) {
     registerSubscriptionRoutes(app, {
       store: adapters.subscriptions,
