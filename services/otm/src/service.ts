@@ -201,6 +201,7 @@ export async function createService(
       ...streams,
       logger: logger.child({ component: 'stream' }),
     });
+    health.watch(() => hub.parts());
     registerStreamRoutes(app, hub, tickets!);
     await registerWebRoutes(app, opts.web);
     methodNotAllowed(app, '/api/v5/stream', ['GET']);
