@@ -149,6 +149,7 @@ export async function createService(
     roles.telemetryWorker && opts.entityExport !== false
       ? startEntityExport(entities, events, { logger: logger.child({ component: 'entity-export' }) }, opts.entityExport ?? {})
       : undefined;
+  if (exporter !== undefined) health.watch(() => exporter.parts());
 
   const app = createHttpApp({
     logger,
