@@ -32,13 +32,37 @@
  *   feed (what is stored, resumable by the same cursors as a replay), not the bus.
  * - `close()`: no new work, in-flight POSTs aborted (not recorded: the batch goes again), leases
  *   given up, no timer left.
+ *
+ * Recovery (issue 36: nothing long-running stops quietly; core health.ts and loops.ts). Each loop
+ * runs for as long as the dispatcher does, whatever fails, and says whether it works (`parts()`:
+ * /readyz names what is down, /healthz turns 503 once it stays down OTM_STALL_SECONDS):
+ * - The scan (`dispatcher scan`, `otm_loop_up{loop="dispatcher-scan"}`) runs under `supervise`: a
+ *   scan that fails (the subscription store unavailable) is logged with its attempt and tried
+ *   again after a capped exponential backoff with jitter; it is down from the failure until a
+ *   scan works.
+ * - A subscription's loop (`dispatcher subscription <tenant>/<id>`,
+ *   `otm_loop_up{loop="dispatcher-subscription"}`, 0 while any is down) catches every failure of
+ *   a step (reading the subscription or the feed, recording an attempt, moving the cursor), is
+ *   down until a step works again, and tries again from where it was after a jittered pause that
+ *   doubles up to SUBSCRIPTION_RETRY_CAP_MS; failures are logged once per 10 s for all
+ *   subscriptions and each cause, with the count held back. A receiver that fails is not the
+ *   loop's failure: its loop stays up, and the retries and the pause are the subscription's own
+ *   (above). A loop that ends anyway (a bug) gives its lease up and the next scan starts it again.
+ * - Leases: a renewal that fails is tried again at the next renewal; one not renewed for
+ *   `leaseMs` stops its loop, without giving the lease up, and a scan takes it again once the
+ *   store answers (the lease is free by then, or still this dispatcher's own).
+ * - The shared feed (shared-feed.ts) runs nothing of its own: a read that fails rejects to the
+ *   loops that wait for it, which report and retry it, and is not kept.
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type { KindSegment } from '@otm/model';
 import {
   ErrorCode,
+  LoopKind,
   OtmServiceError,
+  backoffDelay,
+  supervise,
   webhookAttempts,
   webhookAttemptSeconds,
   webhookChanges,
@@ -48,7 +72,10 @@ import {
   type AddressRange,
   type DeliveryAttempt,
   type Logger,
+  type Monitored,
+  type PartState,
   type SubscriptionStore,
+  type Supervised,
   type WebhookSubscription,
 } from '@otm/core';
 import { DEFAULT_HTTP_LIMITS, WebhookClient, signature, type AttemptResult, type HttpLimits } from './deliver.js';
@@ -60,6 +87,10 @@ import { TargetRule } from './ssrf.js';
 export const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 /** Delivery attempts kept per subscription (GET .../deliveries). */
 export const KEPT_DELIVERIES = 100;
+/** Longest pause before a subscription's loop tries a failed step again (ms). */
+export const SUBSCRIPTION_RETRY_CAP_MS = 5_000;
+/** Longest pause before a failed scan is tried again (ms). */
+export const SCAN_RETRY_CAP_MS = 30_000;
 
 export interface RetryPolicy {
   /** The first pause's bound (ms, default 1000); doubled for each attempt. */
@@ -184,7 +215,12 @@ export class Dispatcher {
   /** Each loop's end, its lease given up included. */
   private readonly ending = new Set<Promise<void>>();
   private readonly scanSleeper = new Sleeper();
-  private scanning: Promise<void> | undefined;
+  /** The scan, supervised: started again after any failure. */
+  private scanning: Supervised | undefined;
+  private readonly scanKind = new LoopKind('dispatcher-scan', 'dispatcher scan');
+  private scanMetrics: ReturnType<LoopKind['supervision']> | undefined;
+  /** The subscriptions' loops as the probes and metrics see them. */
+  readonly loopKind = new LoopKind('dispatcher-subscription', 'dispatcher subscription');
   private renewTimer: NodeJS.Timeout | undefined;
   private stopped = false;
   /** Live dispatchers as last counted (the share of subscriptions each holds). */
@@ -212,7 +248,13 @@ export class Dispatcher {
 
   start(): void {
     if (this.scanning !== undefined || this.stopped) return;
-    this.scanning = this.scanLoop();
+    this.scanMetrics = this.scanKind.supervision();
+    this.scanning = supervise('dispatcher scan', (signal, up) => this.scanLoop(signal, up), {
+      logger: this.deps.logger,
+      backoff: { initialMs: Math.max(1, this.options.scanMs), maxMs: Math.max(this.options.scanMs, SCAN_RETRY_CAP_MS) },
+      onChange: this.scanMetrics.onChange,
+      onRestart: this.scanMetrics.onRestart,
+    });
     this.renewTimer = setInterval(() => void this.renew(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
   }
 
@@ -229,17 +271,16 @@ export class Dispatcher {
     return this.loops.size;
   }
 
-  private async scanLoop(): Promise<void> {
-    let failures = 0;
-    while (!this.stopped) {
-      try {
-        await this.scan();
-        failures = 0;
-      } catch (e) {
-        failures++;
-        if (failures === 1 || failures % 30 === 0)
-          this.deps.logger.warn({ err: errorText(e) }, 'webhook dispatcher: looking for subscriptions failed');
-      }
+  /** What /readyz and /healthz read: the scan, and the subscriptions' loops that are down. */
+  parts(): Monitored[] {
+    return [...(this.scanning === undefined ? [] : [this.scanning]), ...this.loopKind.monitored()];
+  }
+
+  /** Looks for subscriptions every scanMs (or when woken); a scan that fails ends it, and `supervise` starts it again. */
+  private async scanLoop(signal: AbortSignal, up: () => void): Promise<void> {
+    while (!this.stopped && !signal.aborted) {
+      await this.scan();
+      up();
       if (this.stopped) break;
       await this.scanSleeper.sleep(this.options.scanMs);
     }
@@ -296,7 +337,7 @@ export class Dispatcher {
 
   private startLoop(tenant: string, id: string): void {
     const key = `${tenant}\u0000${id}`;
-    const loop = new SubscriptionLoop(this, tenant, id);
+    const loop = new SubscriptionLoop(this, tenant, id, this.loopKind.add(`${tenant}/${id}`));
     this.loops.set(key, loop);
     webhookSubscriptionsHeld.set(this.loops.size);
     const ended: Promise<void> = loop.run().finally(async () => {
@@ -306,6 +347,7 @@ export class Dispatcher {
         // It expires.
       }
       this.loops.delete(key);
+      this.loopKind.remove(loop.part);
       this.ending.delete(ended);
       webhookSubscriptionsHeld.set(this.loops.size);
       this.recordLag();
@@ -345,10 +387,13 @@ export class Dispatcher {
     if (this.stopped) return;
     this.stopped = true;
     clearInterval(this.renewTimer);
+    // Aborted at once (before the scan's next step looks), then woken.
+    const scanned = this.scanning?.stop();
     this.scanSleeper.wake();
     const loops = [...this.loops.values()];
     for (const l of loops) l.stop();
-    await this.scanning;
+    await scanned;
+    this.scanMetrics?.release();
     // Each loop's end gives its lease up (scan() starts none once stopped).
     await Promise.all([...this.ending]);
     await this.client.close();
@@ -395,11 +440,15 @@ class SubscriptionLoop {
   private committing: Promise<void> | undefined;
   private inFlight: Array<string | undefined> = [];
   private stale = false;
+  /** Failed steps in a row (reading, recording; not the receiver's failures): the retry's attempt. */
+  private failures = 0;
 
   constructor(
     private readonly dispatcher: Dispatcher,
     readonly tenant: string,
     readonly id: string,
+    /** Its state for the probes: down from a failed step until one works. */
+    readonly part: PartState,
   ) {}
 
   private get o(): DispatcherOptions {
@@ -413,9 +462,36 @@ class SubscriptionLoop {
   run(): Promise<void> {
     return this.loop()
       .catch((e: unknown) => {
-        this.log.error({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: a subscription loop failed');
+        // Not expected (the loop catches every step's failure): the lease is given up, and the
+        // next scan starts the subscription's loop again.
+        this.failed(e, 'webhook dispatcher: a subscription loop ended after a failure');
       })
       .then(() => this.end());
+  }
+
+  /** Marks the loop down for `e` and logs it (a line a while for all loops, core loops.ts). */
+  private failed(e: unknown, message: string, fields: Record<string, unknown> = {}): void {
+    this.dispatcher.loopKind.fail(this.part, e, this.log, { subscription: this.id, tenant: this.tenant, ...fields }, message);
+  }
+
+  /** A step worked: the loop is up, and the next failure starts the backoff again. */
+  private ok(): void {
+    this.failures = 0;
+    this.part.up();
+  }
+
+  /**
+   * A step failed (the stores: the feed, the subscription, its records): down until one works;
+   * tried again after a pause drawn between half and all of a bound that doubles from 2 × pollMs
+   * up to SUBSCRIPTION_RETRY_CAP_MS (woken early by a notify, a stop or a yield).
+   */
+  private async retryAfter(e: unknown): Promise<void> {
+    this.failures++;
+    const cap = SUBSCRIPTION_RETRY_CAP_MS;
+    const delay = backoffDelay(this.failures, { initialMs: Math.min(cap, Math.max(1, 2 * this.o.pollMs)), maxMs: cap }, this.o.random);
+    this.failed(e, 'webhook dispatcher: a subscription loop failed; trying again', { attempt: this.failures, retryInMs: delay });
+    await this.sleeper.sleep(delay);
+    if (this.running) this.dispatcher.loopKind.restarted();
   }
 
   /** Waits for the commits in flight; afterwards the stored cursor is the one to go on from. */
@@ -458,51 +534,41 @@ class SubscriptionLoop {
 
   private async loop(): Promise<void> {
     const { store } = this.dispatcher.deps;
-    let failures = 0;
     while (this.running) {
       // Beyond this dispatcher's share: the next holder goes on from the cursor (a batch in hand goes again).
       if (this.yielding) return;
-      let sub: WebhookSubscription | undefined;
       try {
-        sub = await store.get(this.tenant, this.id);
-      } catch (e) {
-        failures++;
-        if (failures === 1)
-          this.log.warn({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: reading a subscription failed');
-        await this.sleeper.sleep(Math.min(5_000, this.o.pollMs * 2 ** Math.min(failures, 5)));
-        continue;
-      }
-      if (sub === undefined || sub.state !== 'active') return;
-      if (this.stale) {
-        // A commit failed or found the cursor moved: go on from what is stored once all settled.
-        this.stale = false;
-        await this.settle();
-        this.basis = undefined;
-        continue;
-      }
-      // Replayed, resumed or paused since what is in hand was read: start again from its cursor.
-      // (A stored cursor that a commit in flight moves on is not a change.)
-      if (
-        this.basis === undefined ||
-        this.basis.rev !== sub.rev ||
-        (this.basis.cursor !== sub.cursor && !this.inFlight.includes(sub.cursor))
-      ) {
-        if (this.committing !== undefined) {
-          // What was read may predate a commit that just ended: read again once all settled.
+        const sub = await store.get(this.tenant, this.id);
+        if (sub === undefined || sub.state !== 'active') return;
+        if (this.stale) {
+          // A commit failed or found the cursor moved: go on from what is stored once all settled.
+          this.stale = false;
           await this.settle();
+          this.basis = undefined;
           continue;
         }
-        this.basis = { rev: sub.rev, cursor: sub.cursor };
-        this.pending = [];
-        this.scanned = sub.cursor;
-        this.more = false;
-        this.batch = undefined;
-        this.next = undefined;
-      }
-      try {
+        // Replayed, resumed or paused since what is in hand was read: start again from its cursor.
+        // (A stored cursor that a commit in flight moves on is not a change.)
+        if (
+          this.basis === undefined ||
+          this.basis.rev !== sub.rev ||
+          (this.basis.cursor !== sub.cursor && !this.inFlight.includes(sub.cursor))
+        ) {
+          if (this.committing !== undefined) {
+            // What was read may predate a commit that just ended: read again once all settled.
+            await this.settle();
+            continue;
+          }
+          this.basis = { rev: sub.rev, cursor: sub.cursor };
+          this.pending = [];
+          this.scanned = sub.cursor;
+          this.more = false;
+          this.batch = undefined;
+          this.next = undefined;
+        }
         if (this.batch === undefined) {
           const ready = await this.fill(sub);
-          failures = 0;
+          this.ok();
           if (ready === 'idle') {
             await this.sleeper.sleep(this.o.pollMs);
             continue;
@@ -513,17 +579,13 @@ class SubscriptionLoop {
           }
           if (ready === 'expired' || ready === 'moved') continue;
         }
-        if (this.batch !== undefined) await this.deliver(sub, this.batch);
+        if (this.batch !== undefined) {
+          await this.deliver(sub, this.batch);
+          this.ok();
+        }
       } catch (e) {
         if (!this.running) return;
-        failures++;
-        if (failures === 1 || failures % 50 === 0) {
-          this.log.warn(
-            { err: errorText(e), subscription: this.id },
-            'webhook dispatcher: reading the feed or recording failed; trying again',
-          );
-        }
-        await this.sleeper.sleep(Math.min(5_000, this.o.pollMs * 2 ** Math.min(failures, 5)));
+        await this.retryAfter(e);
       }
     }
   }
@@ -728,7 +790,7 @@ class SubscriptionLoop {
           if (!advanced) this.stale = true;
         } catch (e) {
           this.stale = true;
-          this.log.warn({ err: errorText(e), subscription: this.id }, 'webhook dispatcher: recording a delivery failed; it goes again');
+          this.failed(e, 'webhook dispatcher: recording a delivery failed; it goes again');
         } finally {
           this.inFlight.splice(this.inFlight.indexOf(batch.from), 1);
         }

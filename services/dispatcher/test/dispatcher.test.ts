@@ -7,28 +7,15 @@
  * rest through the HTTP API.
  */
 import { createHmac } from 'node:crypto';
-import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, parseAddressRanges, registry, type SubscriptionStore, type WebhookSubscription } from '@otm/core';
-import { openEmbeddedStores, type EmbeddedStores } from '@otm/embedded';
+import { createLogger, registry, type SubscriptionStore } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import { changeItem } from '@otm/query';
 import { Dispatcher, type DispatcherOptions } from '../src/index.js';
+import { FAST, sleep, subscription, tempSubscriptionStore, until } from './helpers.js';
 import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from './memory-source.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await sleep(10);
-  }
-}
 
 interface Received {
   readonly path: string;
@@ -66,33 +53,6 @@ async function receiver() {
   };
 }
 
-const FAST: Partial<DispatcherOptions> = {
-  batch: 10,
-  allow: parseAddressRanges('127.0.0.1'),
-  lingerMs: 20,
-  pollMs: 10,
-  scanMs: 30,
-  countMs: 0,
-  retry: { baseMs: 10, capMs: 20, windowMs: 60_000 },
-};
-
-let n = 0;
-function subscription(tenant: string, url: string, more: Partial<WebhookSubscription> = {}): WebhookSubscription {
-  n++;
-  return {
-    id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
-    tenant,
-    url,
-    filter: {},
-    secret: `secret-of-subscription-${n}`,
-    state: 'active',
-    cursor: '0',
-    createdAt: Date.now(),
-    rev: 0,
-    ...more,
-  };
-}
-
 /** A tenant's feed of `count` changes: vehicles, trips (some deleted), location events of 7 vehicles. */
 function fill(source: MemorySource, tenant: string, count: number): void {
   for (let i = 0; i < count; i++) {
@@ -103,26 +63,23 @@ function fill(source: MemorySource, tenant: string, count: number): void {
 }
 
 describe('Dispatcher', () => {
-  let dir: string;
-  let stores: EmbeddedStores;
+  let subs: ReturnType<typeof tempSubscriptionStore>;
   let store: SubscriptionStore;
   let rx: Awaited<ReturnType<typeof receiver>>;
   let dispatcher: Dispatcher | undefined;
   beforeAll(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-dispatcher-'));
-    stores = openEmbeddedStores(dir);
-    store = stores.subscriptions;
+    subs = tempSubscriptionStore();
+    store = subs.store;
     rx = await receiver();
   });
   afterAll(async () => {
     await rx.close();
-    await stores.close();
-    fs.rmSync(dir, { recursive: true, force: true });
+    await subs.close();
   });
   afterEach(async () => {
     await dispatcher?.close();
     dispatcher = undefined;
-    for (const { tenant, id } of await store.all()) await store.delete(tenant, id);
+    await subs.clear();
     rx.got.length = 0;
     rx.state.answer = () => 204;
     rx.state.hold = undefined;

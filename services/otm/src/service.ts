@@ -149,6 +149,7 @@ export async function createService(
     roles.telemetryWorker && opts.entityExport !== false
       ? startEntityExport(entities, events, { logger: logger.child({ component: 'entity-export' }) }, opts.entityExport ?? {})
       : undefined;
+  if (exporter !== undefined) health.watch(() => exporter.parts());
 
   const app = createHttpApp({
     logger,
@@ -201,6 +202,7 @@ export async function createService(
       ...streams,
       logger: logger.child({ component: 'stream' }),
     });
+    health.watch(() => hub.parts());
     registerStreamRoutes(app, hub, tickets!);
     await registerWebRoutes(app, opts.web);
     methodNotAllowed(app, '/api/v5/stream', ['GET']);
@@ -231,6 +233,7 @@ export async function createService(
       )
     : undefined;
   dispatcher?.start();
+  if (dispatcher !== undefined) health.watch(() => dispatcher.parts());
   if (roles.ingress || roles.query) {
     registerSubscriptionRoutes(app, {
       store: adapters.subscriptions,

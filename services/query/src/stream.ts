@@ -26,16 +26,31 @@
  *
  * The stream follows the change feed, that is what is stored, not the bus: a client that receives
  * an event can GET what it names, and the same cursors resume the stream and `GET /api/v5/changes`.
+ *
+ * Recovery (issue 36; core health.ts and loops.ts). A tenant's reading runs for as long as the
+ * tenant has streams here, whatever fails: a read of the feed or of the documents that fails (the
+ * store unavailable), or anything else in a round, is tried again from the reading's position
+ * (nothing handed out twice, nothing skipped) after a jittered pause doubling from 200 ms to
+ * READER_RETRY_CAP_MS, and the reading is down until a round works: `stream reader <tenant>` in
+ * /readyz (and /healthz once it stays down OTM_STALL_SECONDS), `otm_loop_up{loop="stream-reader"}`
+ * 0 while any reading is down, `otm_loop_restarts_total{loop="stream-reader"}` for each retry. Its
+ * streams stay open meanwhile (heartbeats go on) and get what they missed once it reads again. A
+ * socket that fails ends its own stream only. Failures are logged once per 10 s per cause for all
+ * readings, as are the failures that end a stream (catching up, its snapshot).
  */
 import { createHmac, hash, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { KindSegment } from '@otm/model';
 import {
   ErrorCode,
+  LoopKind,
   OtmServiceError,
+  ThrottledLog,
+  backoffDelay,
   changeFacts,
   filterValues,
   parseChangeDocument,
+  reasonOf,
   storageKey,
   streamsOpen,
   tooManyStreams,
@@ -43,6 +58,8 @@ import {
   type ChangeFacts,
   type FeedEntry,
   type Logger,
+  type Monitored,
+  type PartState,
   type Principal,
   type StreamSlot,
   type StreamSlots,
@@ -68,6 +85,9 @@ const CURSOR_MAX = 100;
 const ID_MAX = 1_000;
 
 const HEARTBEAT = Buffer.from(': keep-alive\n\n');
+
+/** Longest pause before a tenant's reading tries a failed round again (ms). */
+export const READER_RETRY_CAP_MS = 5_000;
 
 export interface StreamOptions {
   /** Most streams one token may hold open (OTM_STREAMS_PER_TOKEN), as `slots` counts them; one more is a 429. */
@@ -370,7 +390,13 @@ class Client {
       if (this.heldBytes > this.maxPending) this.cutOff();
       return;
     }
-    this.sink.write(chunk);
+    try {
+      this.sink.write(chunk);
+    } catch {
+      // Its socket failed: this stream ends (the client resumes), not the tenant's reading.
+      this.cutOff();
+      return;
+    }
     if (this.sink.writableLength > this.maxPending) this.cutOff();
   }
 
@@ -458,18 +484,32 @@ class TenantReader {
   private readonly passed = new Set<string>();
   /** How many positions were forgotten so far. */
   forgotten = 0;
+  /** Its state for the probes: down from a failed round until one works. */
+  private readonly part: PartState;
 
   constructor(
     readonly tenant: string,
     private readonly hub: StreamHub,
   ) {
+    this.part = hub.readers.add(tenant);
     this.ready = this.start();
   }
 
   private async start(): Promise<void> {
     this.cursor = await this.hub.source.feed.head(this.tenant);
     this.remember(this.cursor);
-    if (!this.stopped) void this.loop();
+    if (this.stopped) return;
+    void this.loop().catch((e: unknown) => {
+      // Not expected (the loop catches every round's failure): its streams end and resume elsewhere.
+      this.hub.readers.fail(
+        this.part,
+        e,
+        this.hub.logger,
+        { tenant: this.tenant },
+        'stream: the reading of a tenant ended after a failure',
+      );
+      this.stop();
+    });
   }
 
   add(c: Client): void {
@@ -487,6 +527,7 @@ class TenantReader {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
+    this.hub.readers.remove(this.part);
     this.hub.forget(this);
     for (const c of [...this.streams]) c.end();
   }
@@ -600,21 +641,18 @@ class TenantReader {
     }
   }
 
-  /** The shared reading: runs while the tenant has streams here. */
+  /** The shared reading: runs while the tenant has streams here; a round that fails is tried again (see the top). */
   private async loop(): Promise<void> {
     let failures = 0;
     while (!this.stopped) {
-      let changes: Change[];
+      let full: boolean;
       try {
         const page = await this.hub.source.feed.read({ tenant: this.tenant, after: this.cursor, limit: this.hub.pageSize });
         if (this.stopped) return;
-        if (page.entries.length === 0) {
-          await this.hub.sleep(this.hub.pollMs);
-          continue;
-        }
-        changes = await this.prepare(page.entries);
+        const changes = page.entries.length === 0 ? [] : await this.prepare(page.entries);
         if (this.stopped) return;
-        failures = 0;
+        this.handOut(changes);
+        full = changes.length >= this.hub.pageSize;
       } catch (e) {
         if (this.stopped) return;
         if (e instanceof OtmServiceError && e.code === ErrorCode.cursorExpired) {
@@ -625,12 +663,21 @@ class TenantReader {
           return;
         }
         failures++;
-        if (failures === 1) this.hub.logger?.warn({ err: e, tenant: this.tenant }, 'stream: reading the change feed failed; trying again');
-        await this.hub.sleep(Math.min(5_000, 100 * 2 ** Math.min(failures, 6)));
+        const delay = backoffDelay(failures, { initialMs: 200, maxMs: READER_RETRY_CAP_MS });
+        this.hub.readers.fail(
+          this.part,
+          e,
+          this.hub.logger,
+          { tenant: this.tenant, attempt: failures, retryInMs: delay },
+          'stream: reading the change feed failed; trying again',
+        );
+        await this.hub.sleep(delay);
+        if (!this.stopped) this.hub.readers.restarted();
         continue;
       }
-      this.handOut(changes);
-      if (changes.length < this.hub.pageSize) await this.hub.sleep(this.hub.pollMs);
+      failures = 0;
+      this.part.up();
+      if (!full) await this.hub.sleep(this.hub.pollMs);
     }
   }
 
@@ -704,7 +751,11 @@ export class StreamHub {
   private readonly retryAfter: number;
   private readonly slots: StreamSlots;
   private readonly slotTtlMs: number;
-  private readonly readers = new Map<string, TenantReader>();
+  private readonly reading = new Map<string, TenantReader>();
+  /** The tenants' readings as the probes and metrics see them. */
+  readonly readers = new LoopKind('stream-reader', 'stream reader');
+  /** Failures that end a stream, logged a line a while. */
+  private readonly endings = new ThrottledLog(10_000);
   /** Every open stream, with the slot it holds. */
   private readonly clients = new Map<Client, StreamSlot>();
   private heartbeat: NodeJS.Timeout | undefined;
@@ -732,6 +783,11 @@ export class StreamHub {
     this.logger = opts.logger;
   }
 
+  /** What /readyz and /healthz read: the tenants' readings that are down. */
+  parts(): Monitored[] {
+    return this.readers.monitored();
+  }
+
   /** Streams open now (all tenants). */
   get size(): number {
     return this.clients.size;
@@ -752,7 +808,7 @@ export class StreamHub {
   }
 
   forget(reader: TenantReader): void {
-    if (this.readers.get(reader.tenant) === reader) this.readers.delete(reader.tenant);
+    if (this.reading.get(reader.tenant) === reader) this.reading.delete(reader.tenant);
   }
 
   /**
@@ -782,8 +838,8 @@ export class StreamHub {
       this.release(slot);
       throw unavailable('the service is stopping', 1);
     }
-    let reader = this.readers.get(o.tenant);
-    if (reader === undefined) this.readers.set(o.tenant, (reader = new TenantReader(o.tenant, this)));
+    let reader = this.reading.get(o.tenant);
+    if (reader === undefined) this.reading.set(o.tenant, (reader = new TenantReader(o.tenant, this)));
     const r = reader;
     const client = new Client(o.filter, o.sink, this.maxPending, (c) => {
       this.clients.delete(c);
@@ -813,7 +869,7 @@ export class StreamHub {
   private async start(r: TenantReader, c: Client, from: string | undefined, snapshot: boolean): Promise<void> {
     if (c.closed) return;
     c.started = true;
-    c.sink.write(this.retry);
+    c.send(this.retry);
     this.startHeartbeat();
     try {
       if (from === undefined) {
@@ -831,7 +887,10 @@ export class StreamHub {
       }
     } catch (e) {
       if (c.closed) return;
-      this.logger?.warn({ err: e, tenant: r.tenant }, 'stream: ended after a failure');
+      const err = reasonOf(e);
+      const { log, skipped } = this.endings.take(err);
+      if (log)
+        this.logger?.warn({ err, tenant: r.tenant, ...(skipped > 0 ? { alsoEnded: skipped } : {}) }, 'stream: ended after a failure');
       c.end();
     }
   }
@@ -924,7 +983,7 @@ export class StreamHub {
     this.closed = true;
     for (const wake of [...this.sleeping]) wake();
     this.stopHeartbeat();
-    for (const r of [...this.readers.values()]) r.stop();
+    for (const r of [...this.reading.values()]) r.stop();
     for (const c of [...this.clients.keys()]) c.end();
   }
 }

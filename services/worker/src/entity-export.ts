@@ -52,19 +52,27 @@
  * - Several telemetry workers: one exports at a time, the one holding the store's lease
  *   (`FeedExport.lease`), renewed as it works; the others look every `intervalMs` whether it is
  *   free, so one takes over within `leaseMs` when the holder dies (at once when it stops cleanly).
- * - Failures (Redis or ClickHouse unavailable): the pass stops, is counted
- *   (`otm_entity_export_failures_total`) and logged, and the next one starts after a pause that
- *   doubles up to `maxBackoffMs`, from the saved cursors.
+ * - Failures (Redis or ClickHouse unavailable, or anything else): the pass stops, is counted
+ *   (`otm_entity_export_failures_total`) and logged with its attempt, and the next one starts from
+ *   the saved cursors after a pause drawn between half and all of a bound that doubles from
+ *   `intervalMs` up to `maxBackoffMs` (core health.ts `supervise`), for as long as the exporter
+ *   runs. From the failure until a pass works again the export is down: `entity export` in
+ *   /readyz (and /healthz once it stays down OTM_STALL_SECONDS), `otm_loop_up{loop="entity-export"}`
+ *   0, each new start counted in `otm_loop_restarts_total{loop="entity-export"}`. A pass that finds
+ *   the lease held by another process works (this one stands by, up); a lease lost because the
+ *   store was away is taken again by the first pass that finds it free.
  */
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { KINDS, type KindSegment } from '@otm/model';
 import {
   ErrorCode,
+  LoopKind,
   OtmServiceError,
   entityExportFailures,
   entityExportLag,
   entityExportRows,
+  supervise,
   type EntityChange,
   type EntityChangeSink,
   type EntityStore,
@@ -74,7 +82,9 @@ import {
   type FeedPage,
   type ListPosition,
   type Logger,
+  type Monitored,
   type StoredDocument,
+  type Supervised,
 } from '@otm/core';
 
 export interface EntityExportOptions {
@@ -86,7 +96,7 @@ export interface EntityExportOptions {
   readonly pagesPerTenant?: number;
   /** How long the lease lasts unless renewed (ms, default 30000). */
   readonly leaseMs?: number;
-  /** Longest pause after failed passes (ms, default 30000). */
+  /** Longest pause after failed passes (ms, default 30000; the first is about `intervalMs`). */
   readonly maxBackoffMs?: number;
 }
 
@@ -106,6 +116,20 @@ const takesEntityChanges = (store: EventStore): store is EventStore & EntityChan
 const isCursorExpired = (e: unknown): boolean => e instanceof OtmServiceError && e.code === ErrorCode.cursorExpired;
 
 const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/** Waits `ms`, or less once `signal` aborts; the timer alone does not keep the process alive. */
+const pause = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    signal.addEventListener('abort', done, { once: true });
+  });
 
 /**
  * The export of these stores, started; undefined when they do not offer it (an embedded store, or
@@ -137,9 +161,10 @@ export class EntityExporter {
   private renewed = 0;
   /** By tenant: the age (s) of the oldest change not yet copied when its feed was last read. */
   private readonly lags = new Map<string, number>();
-  private failures = 0;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<unknown> | undefined;
+  /** The loop of passes, supervised: started again after any failure. */
+  private loop: Supervised | undefined;
+  private readonly kind = new LoopKind('entity-export', 'entity export');
+  private metrics: ReturnType<LoopKind['supervision']> | undefined;
   private closed = false;
 
   constructor(
@@ -158,36 +183,34 @@ export class EntityExporter {
 
   /** Starts the loop: a first pass at once, then one every `intervalMs` (at once while feeds have more). */
   start(): void {
-    if (this.closed || this.timer !== undefined || this.running !== undefined) return;
-    this.schedule(0);
+    if (this.closed || this.loop !== undefined) return;
+    this.metrics = this.kind.supervision();
+    this.loop = supervise('entity export', (signal, up) => this.passes(signal, up), {
+      logger: this.logger,
+      backoff: { initialMs: Math.max(1, this.intervalMs), maxMs: Math.max(this.intervalMs, this.maxBackoffMs) },
+      onChange: this.metrics.onChange,
+      onRestart: this.metrics.onRestart,
+    });
   }
 
-  private schedule(ms: number): void {
-    if (this.closed) return;
-    this.timer = setTimeout(() => void this.tick(), ms);
-    // The exporter alone never keeps a process alive (the worker's bus does).
-    this.timer.unref();
+  /** What /readyz and /healthz read: the loop, once started. */
+  parts(): Monitored[] {
+    return this.loop === undefined ? [] : [this.loop];
   }
 
-  private async tick(): Promise<void> {
-    this.timer = undefined;
-    const pass = this.pass().then(
-      ({ more }) => {
-        this.failures = 0;
-        return more ? 0 : this.intervalMs;
-      },
-      (e: unknown) => {
-        this.failures++;
+  /** Passes until stopped; a pass that fails ends it, and `supervise` starts it again after a backoff. */
+  private async passes(signal: AbortSignal, up: () => void): Promise<void> {
+    while (!signal.aborted) {
+      let more: boolean;
+      try {
+        ({ more } = await this.pass());
+      } catch (e) {
         entityExportFailures.inc();
-        const wait = Math.min(this.maxBackoffMs, this.intervalMs * 2 ** Math.min(this.failures - 1, 20));
-        this.logger.warn({ err: errorText(e), failures: this.failures, retryInMs: wait }, 'entity export: pass failed, trying again');
-        return wait;
-      },
-    );
-    this.running = pass;
-    const wait = await pass;
-    this.running = undefined;
-    this.schedule(wait);
+        throw e;
+      }
+      up();
+      if (!more) await pause(this.intervalMs, signal);
+    }
   }
 
   /**
@@ -408,9 +431,8 @@ export class EntityExporter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.running;
+    await this.loop?.stop();
+    this.metrics?.release();
     if (this.holding) {
       this.holding = false;
       await this.source.release(this.owner).catch((e: unknown) => {

@@ -25,10 +25,18 @@
  *
  * Without tracking (a Redis before 6, a proxy that refuses CLIENT TRACKING or SUBSCRIBE) the
  * cache stays off and every GET asks Redis.
+ *
+ * Recovery (issue 36): a setup step that fails without a refusal (no answer in time, a connection
+ * that broke, Redis loading) is not the end of the cache: the listener's setup is started again
+ * on a new connection (ioredis reconnects it), the reader's is tried again, after a pause drawn
+ * between half and all of a bound doubling from 500 ms to 30 s, each attempt logged with its
+ * cause; only an error answer (the server or a proxy refusing a command) turns the cache off for
+ * good. The cache is not a part of the process's health (core health.ts): without it every GET is
+ * still answered, from Redis; `otm_entity_cache_tracking` says whether it is on.
  */
 import type { Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
-import { LATEST_CACHE_BOUNDS, keptSize, keptVersion, watchLatestCache, type StoredDocument } from '@otm/core';
+import { LATEST_CACHE_BOUNDS, backoffDelay, keptSize, keptVersion, reasonOf, watchLatestCache, type StoredDocument } from '@otm/core';
 import { entityCacheReads, entityCacheTracking } from './metrics.js';
 
 const CHANNEL = '__redis__:invalidate';
@@ -37,6 +45,12 @@ const misses = entityCacheReads.labels('miss');
 
 /** The `run_id` of INFO SERVER: which server process a connection is on. */
 const runId = (info: string): string | undefined => /^run_id:(\w+)/m.exec(info)?.[1];
+
+/** Error answers that say "not now" rather than "never": the setup is tried again after them. */
+const TRANSIENT_REPLY = /^(LOADING|BUSY|MASTERDOWN|TRYAGAIN|CLUSTERDOWN)\b/;
+
+/** Whether the server (or a proxy) refused the command: an error answer that a retry does not change. */
+const isRefusal = (e: unknown): boolean => e instanceof Error && e.name === 'ReplyError' && !TRANSIENT_REPLY.test(e.message);
 
 /** A read of one key under way, and whether its key was dropped meanwhile. */
 interface InFlight {
@@ -71,6 +85,9 @@ export class TrackedCache {
   private listenerEpoch = 0;
   private readonly listener: Redis;
   private closed = false;
+  /** Setup steps failed in a row without a refusal: the backoff's attempt. */
+  private setupFailures = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
 
   constructor(
     /** The connection entities are read on. */
@@ -144,6 +161,7 @@ export class TrackedCache {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearTimeout(this.retryTimer);
     this.unwatch();
     this.lapse();
     await this.listener.quit().catch(() => this.listener.disconnect());
@@ -173,12 +191,28 @@ export class TrackedCache {
       this.listenerServer = server;
       await this.track();
     } catch (e) {
-      if (current()) this.refused(e);
+      // Set up again on a new connection (its `ready` calls this), unless the listener moved on meanwhile.
+      if (current()) this.failed(e, () => current() && this.listener.disconnect(true));
     }
   }
 
   private refused(e: unknown): void {
     if (!this.closed) this.warn(`redis: no client-side cache (${(e as Error)?.message ?? e}): every GET asks Redis`);
+  }
+
+  /** A setup step failed: refused for good, or `again` after a backoff (see the top). */
+  private failed(e: unknown, again: () => unknown): void {
+    if (this.closed) return;
+    if (isRefusal(e)) return this.refused(e);
+    this.setupFailures++;
+    const delay = backoffDelay(this.setupFailures, { initialMs: 500, maxMs: 30_000 });
+    this.warn(`redis: client-side cache off for now (${reasonOf(e)}): setting it up again in ${delay} ms (attempt ${this.setupFailures})`);
+    clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      if (!this.closed) again();
+    }, delay);
+    this.retryTimer.unref();
   }
 
   /** Turns tracking on for the reader, sending invalidations to the listener; then keeps documents. */
@@ -194,12 +228,13 @@ export class TrackedCache {
       await this.reader.call('CLIENT', 'TRACKING', 'ON', 'REDIRECT', String(id), 'OPTIN');
     } catch (e) {
       // A connection that closed meanwhile is no refusal: its next `ready` calls this again.
-      if (session === this.session) this.refused(e);
+      if (session === this.session) this.failed(e, () => session === this.session && this.track());
       return;
     }
     // Only if neither connection closed meanwhile, and the listener is still the one named.
     if (session === this.session && this.listenerId === id && !this.closed) {
       this.live = true;
+      this.setupFailures = 0;
       entityCacheTracking.set(1);
     }
   }

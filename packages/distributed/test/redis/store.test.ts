@@ -342,6 +342,73 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
         reader.disconnect();
       }
     });
+
+    /** A reader whose cache's setup steps fail as `fail` says: CLIENT ID on the listener, CLIENT TRACKING on the reader. */
+    const faulty = (fail: { id: () => Error | undefined; tracking: () => Error | undefined }) => {
+      const reader = new Redis(redis.url);
+      const duplicate = reader.duplicate.bind(reader);
+      reader.duplicate = (override) => {
+        const listener = duplicate(override);
+        const client = listener.client.bind(listener) as (...args: unknown[]) => Promise<unknown>;
+        listener.client = (async (...args: unknown[]) => {
+          const e = args[0] === 'ID' ? fail.id() : undefined;
+          if (e !== undefined) throw e;
+          return client(...args);
+        }) as unknown as typeof listener.client;
+        return listener;
+      };
+      const call = reader.call.bind(reader) as (...args: unknown[]) => Promise<unknown>;
+      reader.call = (async (...args: unknown[]) => {
+        const e = args[0] === 'CLIENT' && args[1] === 'TRACKING' ? fail.tracking() : undefined;
+        if (e !== undefined) throw e;
+        return call(...args);
+      }) as unknown as typeof reader.call;
+      return reader;
+    };
+
+    it('sets itself up again after a step that got no answer, with no reconnection of Redis to wait for', async () => {
+      // A command timed out (a Redis frozen for a while): the connections stay, no `ready` comes again.
+      let ids = 0;
+      let trackings = 0;
+      const reader = faulty({
+        id: () => (++ids <= 2 ? new Error('Command timed out') : undefined),
+        tracking: () => (++trackings <= 2 ? new Error('Command timed out') : undefined),
+      });
+      const warnings: string[] = [];
+      const cache = new TrackedCache(reader, (m) => warnings.push(m));
+      try {
+        expect(await until(() => cache.tracking, 15_000)).toBe(true);
+        // Two failed listener setups, then two failed TRACKING calls: each logged once, with its attempt.
+        expect(warnings.map((w) => /off for now \((.+)\): .* \(attempt (\d+)\)$/.exec(w)?.slice(1))).toEqual([
+          ['Command timed out', '1'],
+          ['Command timed out', '2'],
+          ['Command timed out', '3'],
+          ['Command timed out', '4'],
+        ]);
+        expect([ids, trackings]).toEqual([3, 3]);
+      } finally {
+        await cache.close();
+        reader.disconnect();
+      }
+    });
+
+    it('stays off, saying so once, when the server refuses a setup command (an error answer)', async () => {
+      const refusal = Object.assign(new Error("ERR unknown subcommand 'TRACKING'"), { name: 'ReplyError' });
+      let trackings = 0;
+      const reader = faulty({ id: () => undefined, tracking: () => (++trackings, refusal) });
+      const warnings: string[] = [];
+      const cache = new TrackedCache(reader, (m) => warnings.push(m));
+      try {
+        expect(await until(() => warnings.length > 0, 5_000)).toBe(true);
+        expect(warnings).toEqual(["redis: no client-side cache (ERR unknown subcommand 'TRACKING'): every GET asks Redis"]);
+        // Nothing is tried again.
+        expect((cache as unknown as { retryTimer?: unknown }).retryTimer).toBeUndefined();
+        expect([cache.tracking, trackings]).toEqual([false, 1]);
+      } finally {
+        await cache.close();
+        reader.disconnect();
+      }
+    });
   });
 
   describe('lists by facet (a sorted set per tenant, kind and facet)', () => {
