@@ -221,14 +221,22 @@ export async function runChaos(
 
   // The faults, in their order; each starts at its time (or once the previous one is over).
   const faultLines: string[] = [];
-  for (const f of opts.faults) {
-    if (opts.untilMs !== undefined && Date.now() - started > opts.untilMs) break;
-    const wait = started + f.at - Date.now();
-    if (wait > 0) await sleep(wait);
-    const line = describeFault(f);
-    faultLines.push(line);
-    log(`chaos: ${line}`);
-    await apply(c, f);
+  try {
+    for (const f of opts.faults) {
+      if (opts.untilMs !== undefined && Date.now() - started > opts.untilMs) break;
+      const wait = started + f.at - Date.now();
+      if (wait > 0) await sleep(wait);
+      const line = describeFault(f);
+      faultLines.push(line);
+      log(`chaos: ${line}`);
+      await apply(c, f);
+    }
+  } catch (e) {
+    // A fault that could not be undone (a server that does not start again) is the harness's
+    // failure, not the service's: stop writing and say which.
+    stopWriting = true;
+    await pacing;
+    throw new Error(`chaos: ${faultLines.at(-1) ?? 'a fault'} could not be undone: ${(e as Error).message}`, { cause: e });
   }
   const faultsOver = Date.now();
   await sleep(opts.tailMs ?? 5_000);
