@@ -1,17 +1,18 @@
 /**
  * The service's own OpenAPI 3.1 description: the model's schemas (prose removed, as extracted
- * into @otm/model) and paths, plus what the model leaves open and this service decided: the
+ * into @otm/model; each `oneOf` exclusive, served-schemas.ts) and paths, plus what the model leaves open and this service decided: the
  * answers for 401, 403, 404, 405, 408, 413, 414, 415, 429, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
 import { ANSWER_TYPES, LIST_FILTERS } from '@otm/core';
 import { KINDS, MODEL, type KindSegment } from '@otm/model';
+import { servedModelSchemas } from './served-schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: unknown, example?: unknown) => ({ 'application/json': example === undefined ? { schema } : { schema, example } });
 
 /*
- * The shape of this document: the model's schemas (MODEL.schemas; 193 with ours) form one
+ * The shape of this document: the model's schemas (MODEL.schemas; 194 as served, with ours) form one
  * recursive web. A vehicle has `contextEvents` (events), an event names vehicles, trips, actions,
  * locations, actors, ...: 114 schemas reach one another, 180 are reachable from any kind's. The
  * paths through `$ref`s from `vehicle` that never repeat a schema number 20 of one `$ref`, 25 of
@@ -746,7 +747,7 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       schemas: {
-        ...MODEL.schemas,
+        ...servedModelSchemas(),
         errorItems: {
           type: 'array',
           items: {
