@@ -252,14 +252,14 @@ window.ui = SwaggerUIBundle({
 });
 `;
 
-/** The folder of the fleet page's bundle (services/web/dist), or undefined when it was not built. */
+/** The fleet page's bundle beside the installed service (services/web/dist), or undefined when it was not built. */
 export function webBundleDir(): string | undefined {
-  const dir = process.env.OTM_WEB_DIR ?? fileURLToPath(new URL('../../web/dist', import.meta.url));
+  const dir = fileURLToPath(new URL('../../web/dist', import.meta.url));
   return fs.existsSync(path.join(dir, 'index.html')) ? dir : undefined;
 }
 
 export interface WebOptions {
-  /** The fleet page's bundle (default: services/web/dist, when built). */
+  /** The fleet page's bundle: OTM_WEB_DIR (config.ts checks it holds index.html); default: webBundleDir(). */
   webDir?: string;
   /** OTM_MAP_STYLE: a tile URL template (`https://.../{z}/{x}/{y}.png`) the fleet page draws under its markers. */
   mapStyle?: string;
