@@ -173,7 +173,7 @@ export const CONFIG_VARIABLES = {
   OTM_MAP_STYLE:
     "the fleet page's map tiles: an http(s) URL template with {z}, {x} and {y} (default: none, the land drawn from the bundle)",
   OTM_WEB_DIR:
-    'folder of the built fleet page (index.html, assets/: a build of services/web); default: services/web/dist beside the service',
+    'folder of the built pages, the fleet page and the API docs (index.html, docs.html, assets/: a build of services/web); default: services/web/dist beside the service',
   OTM_BODY_LIMIT: 'largest request body in bytes (default 1048576)',
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
@@ -375,11 +375,11 @@ function mapStyle(v: string | undefined): string | undefined {
   return v;
 }
 
-/** OTM_WEB_DIR: a folder that holds the built pages (index.html), or unset. */
+/** OTM_WEB_DIR: a folder that holds the built pages (index.html and docs.html), or unset. */
 function webDir(v: string | undefined): string | undefined {
   if (v === undefined || v === '') return undefined;
   const dir = path.resolve(v);
-  const missing = ['index.html'].filter((page) => !fs.existsSync(path.join(dir, page)));
+  const missing = ['index.html', 'docs.html'].filter((page) => !fs.existsSync(path.join(dir, page)));
   if (missing.length > 0) {
     throw new ConfigError(
       'OTM_WEB_DIR',

@@ -120,9 +120,12 @@ describe('loadConfig', () => {
     expect(loadConfig({}).webDir).toBeUndefined();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-web-dir-'));
     try {
-      expect(() => loadConfig({ OTM_WEB_DIR: dir })).toThrow(/^OTM_WEB_DIR: .* \(index\.html missing\)/);
       fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html>');
+      // The fleet page alone is no build of the pages: the docs page is one of them.
+      expect(() => loadConfig({ OTM_WEB_DIR: dir })).toThrow(/^OTM_WEB_DIR: .* \(docs\.html missing\)/);
+      fs.writeFileSync(path.join(dir, 'docs.html'), '<!doctype html>');
       expect(loadConfig({ OTM_WEB_DIR: path.relative(process.cwd(), dir) }).webDir).toBe(dir);
+      expect(() => loadConfig({ OTM_WEB_DIR: path.join(dir, 'nowhere') })).toThrow(/index\.html and docs\.html missing/);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }

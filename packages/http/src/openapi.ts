@@ -20,7 +20,7 @@ const json = (schema: unknown, example?: unknown) => ({ 'application/json': exam
  * OpenAPI 3.1 and what the model says, but a tool that inlines every `$ref` along every such path,
  * as Swagger UI's 3.1 resolver does when an operation is opened, does not finish: opening
  * GET /api/v5/vehicles/{UUID} kept the docs page busy for minutes. The docs page resolves it
- * another way (services/otm/src/web.ts), and the requests and answers that carry the kinds'
+ * another way (services/web/src/docs/bounded-refs.ts), and the requests and answers that carry the kinds'
  * documents have an `example` (one valid document of each kind, below;
  * services/otm/test/openapi.test.ts checks them with the model's validator), which Swagger UI
  * shows and sends rather than a sample it would generate from the schema.
