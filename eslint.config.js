@@ -77,7 +77,7 @@ export default defineConfig(
     languageOptions: { sourceType: 'commonjs' },
   },
   {
-    files: ['services/web/src/**/*.ts'],
+    files: ['services/web/src/**/*.ts', 'services/web/test/**/*.ts'],
     extends: [tseslint.configs.recommendedTypeChecked],
     languageOptions: {
       globals: { ...globals.browser },

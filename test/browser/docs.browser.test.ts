@@ -11,7 +11,7 @@ const served = serveAndLaunch('docs', TOKEN);
 /**
  * The operations whose request or answer is one of the model's large, recursive schemas (a
  * vehicle, a trip, events): each kept the page busy for minutes when opened, before the docs page
- * bounded Swagger UI's `$ref` resolution (services/otm/src/web.ts, docs/web.md).
+ * bounded Swagger UI's `$ref` resolution (services/web/src/docs/bounded-refs.ts, docs/web.md).
  */
 const LARGE_OPERATIONS = [
   'Vehicle-getVehicleByUuid',

@@ -2,11 +2,14 @@
  * Configuration from environment variables, read once at start, validated, frozen. A bad value
  * stops the process with a message that names the variable.
  */
-import net from 'node:net';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseAddressRanges, type AddressRange } from './address-ranges.js';
 import { parseRateLimit, type RateLimit } from './rate-limit.js';
 import { parseTokens, type TokenEntry } from './tokens.js';
+
+export { parseAddressRanges, type AddressRange };
 
 export class ConfigError extends Error {
   constructor(
@@ -129,6 +132,8 @@ export interface Config {
   readonly webhookAllow: readonly AddressRange[];
   /** OTM_MAP_STYLE: the tile URL template of the fleet page's map, or undefined (land outlines only). */
   readonly mapStyle: string | undefined;
+  /** OTM_WEB_DIR: the folder of the built pages (absolute), or undefined (services/web/dist beside the service). */
+  readonly webDir: string | undefined;
   /** Kafka client timings (ms). */
   readonly kafka: {
     readonly publishTimeoutMs: number;
@@ -167,6 +172,8 @@ export const CONFIG_VARIABLES = {
   LOG_LEVEL: 'fatal, error, warn, info (default), debug, trace or silent',
   OTM_MAP_STYLE:
     "the fleet page's map tiles: an http(s) URL template with {z}, {x} and {y} (default: none, the land drawn from the bundle)",
+  OTM_WEB_DIR:
+    'folder of the built pages, the fleet page and the API docs (index.html, docs.html, assets/: a build of services/web); default: services/web/dist beside the service',
   OTM_BODY_LIMIT: 'largest request body in bytes (default 1048576)',
   OTM_MAX_DEPTH: 'deepest nesting of a document (default 64)',
   OTM_BULK_LIMIT: 'largest bulk request body in bytes (default 16777216)',
@@ -291,44 +298,6 @@ function url(env: Env, name: string, protocols: readonly string[], required: boo
   return v;
 }
 
-/** An address range: `address/prefix`; a single address has the full prefix (32 or 128). */
-export interface AddressRange {
-  readonly address: string;
-  readonly prefix: number;
-  readonly family: 'ipv4' | 'ipv6';
-}
-
-/**
- * A list of addresses and CIDR ranges, comma-separated (`127.0.0.2,10.0.0.0/8,::1,fd00::/8`; an
- * IPv6 address may be in brackets), as node:net's BlockList takes them; throws an Error naming the
- * first bad entry.
- */
-export function parseAddressRanges(spec: string): AddressRange[] {
-  const out: AddressRange[] = [];
-  for (const raw of spec.split(',')) {
-    const item = raw.trim();
-    if (item === '') continue;
-    const slash = item.indexOf('/');
-    let address = slash < 0 ? item : item.slice(0, slash);
-    if (address.startsWith('[') && address.endsWith(']')) address = address.slice(1, -1);
-    const version = net.isIP(address);
-    if (version === 0) throw new Error(`'${item}' is not an IP address or a CIDR range (such as 10.0.0.0/8 or fd00::/8)`);
-    const max = version === 4 ? 32 : 128;
-    const prefixText = slash < 0 ? String(max) : item.slice(slash + 1);
-    const prefix = /^\d{1,3}$/.test(prefixText) ? Number(prefixText) : NaN;
-    if (!(prefix >= 0 && prefix <= max)) throw new Error(`'${item}': the prefix length must be 0 to ${max}`);
-    const family = version === 4 ? 'ipv4' : 'ipv6';
-    // What BlockList itself refuses.
-    try {
-      new net.BlockList().addSubnet(address, prefix, family);
-    } catch (e) {
-      throw new Error(`'${item}': ${(e as Error).message}`);
-    }
-    out.push({ address, prefix, family });
-  }
-  return out;
-}
-
 function addressRanges(env: Env, name: string): AddressRange[] {
   try {
     return parseAddressRanges(env[name] ?? '');
@@ -404,6 +373,20 @@ function mapStyle(v: string | undefined): string | undefined {
     );
   }
   return v;
+}
+
+/** OTM_WEB_DIR: a folder that holds the built pages (index.html and docs.html), or unset. */
+function webDir(v: string | undefined): string | undefined {
+  if (v === undefined || v === '') return undefined;
+  const dir = path.resolve(v);
+  const missing = ['index.html', 'docs.html'].filter((page) => !fs.existsSync(path.join(dir, page)));
+  if (missing.length > 0) {
+    throw new ConfigError(
+      'OTM_WEB_DIR',
+      `'${dir}' is no build of the pages (${missing.join(' and ')} missing): npm run build makes services/web/dist`,
+    );
+  }
+  return dir;
 }
 
 /** OTM_STREAM_TICKET_SECRET: 32 to 1024 characters (its value is never echoed), or unset. */
@@ -495,6 +478,7 @@ export function loadConfig(env: Env = process.env): Config {
     webhookBatch: integer(env, 'OTM_WEBHOOK_BATCH', 100, 1, 1_000),
     webhookAllow: Object.freeze(addressRanges(env, 'OTM_WEBHOOK_ALLOW')),
     mapStyle: mapStyle(env.OTM_MAP_STYLE),
+    webDir: webDir(env.OTM_WEB_DIR),
     kafka: Object.freeze({
       publishTimeoutMs: integer(env, 'KAFKA_PUBLISH_TIMEOUT_MS', 5_000, 100, 600_000),
       lingerMs: integer(env, 'KAFKA_LINGER_MS', 5, 0, 1_000),

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import fs, { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { CONFIG_VARIABLES, ConfigError, loadConfig } from '../src/index.js';
 
 describe('loadConfig', () => {
@@ -111,6 +113,21 @@ describe('loadConfig', () => {
       expect(() => loadConfig({ OTM_ENTITY_EXPORT_INTERVAL: value }), value).toThrow(
         /OTM_ENTITY_EXPORT_INTERVAL: must be off or a duration/,
       );
+    }
+  });
+
+  it('reads OTM_WEB_DIR as a folder that holds the built pages', () => {
+    expect(loadConfig({}).webDir).toBeUndefined();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-web-dir-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html>');
+      // The fleet page alone is no build of the pages: the docs page is one of them.
+      expect(() => loadConfig({ OTM_WEB_DIR: dir })).toThrow(/^OTM_WEB_DIR: .* \(docs\.html missing\)/);
+      fs.writeFileSync(path.join(dir, 'docs.html'), '<!doctype html>');
+      expect(loadConfig({ OTM_WEB_DIR: path.relative(process.cwd(), dir) }).webDir).toBe(dir);
+      expect(() => loadConfig({ OTM_WEB_DIR: path.join(dir, 'nowhere') })).toThrow(/index\.html and docs\.html missing/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -1,17 +1,18 @@
 /**
  * The service's own OpenAPI 3.1 description: the model's schemas (prose removed, as extracted
- * into @otm/model) and paths, plus what the model leaves open and this service decided: the
+ * into @otm/model; each `oneOf` exclusive, served-schemas.ts) and paths, plus what the model leaves open and this service decided: the
  * answers for 401, 403, 404, 405, 408, 413, 414, 415, 429, 431 and 503, the `?lifecycle=` query, the bulk extension
  * and the operational endpoints. Served at GET /api/v5/openapi.json.
  */
 import { ANSWER_TYPES, LIST_FILTERS } from '@otm/core';
 import { KINDS, MODEL, type KindSegment } from '@otm/model';
+import { servedModelSchemas } from './served-schemas.js';
 
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 const json = (schema: unknown, example?: unknown) => ({ 'application/json': example === undefined ? { schema } : { schema, example } });
 
 /*
- * The shape of this document: the model's schemas (MODEL.schemas; 193 with ours) form one
+ * The shape of this document: the model's schemas (MODEL.schemas; 194 as served, with ours) form one
  * recursive web. A vehicle has `contextEvents` (events), an event names vehicles, trips, actions,
  * locations, actors, ...: 114 schemas reach one another, 180 are reachable from any kind's. The
  * paths through `$ref`s from `vehicle` that never repeat a schema number 20 of one `$ref`, 25 of
@@ -19,7 +20,7 @@ const json = (schema: unknown, example?: unknown) => ({ 'application/json': exam
  * OpenAPI 3.1 and what the model says, but a tool that inlines every `$ref` along every such path,
  * as Swagger UI's 3.1 resolver does when an operation is opened, does not finish: opening
  * GET /api/v5/vehicles/{UUID} kept the docs page busy for minutes. The docs page resolves it
- * another way (services/otm/src/web.ts), and the requests and answers that carry the kinds'
+ * another way (services/web/src/docs/bounded-refs.ts), and the requests and answers that carry the kinds'
  * documents have an `example` (one valid document of each kind, below;
  * services/otm/test/openapi.test.ts checks them with the model's validator), which Swagger UI
  * shows and sends rather than a sample it would generate from the schema.
@@ -746,7 +747,7 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       schemas: {
-        ...MODEL.schemas,
+        ...servedModelSchemas(),
         errorItems: {
           type: 'array',
           items: {

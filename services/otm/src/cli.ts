@@ -108,7 +108,10 @@ async function run(command: string, roles: Roles): Promise<number> {
     },
     entityExport: config.entityExportIntervalMs > 0 ? { intervalMs: config.entityExportIntervalMs } : false,
     webhooks: { batch: config.webhookBatch, allow: config.webhookAllow },
-    web: { ...(config.mapStyle === undefined ? {} : { mapStyle: config.mapStyle }) },
+    web: {
+      ...(config.mapStyle === undefined ? {} : { mapStyle: config.mapStyle }),
+      ...(config.webDir === undefined ? {} : { webDir: config.webDir }),
+    },
   });
   const address = await service.app.listen({ port: config.port, host: config.host });
   const where =

@@ -11,6 +11,18 @@ export const TOKENS =
 export const auth = (token = 'writer-token-acme') => ({ authorization: `Bearer ${token}` });
 export const json = { 'content-type': 'application/json' };
 
+/** One of the model's 59 example documents (packages/model/test/fixtures/model-examples.json). */
+export interface ModelExample {
+  name: string;
+  /** Its kind, or null for a fragment (an example of a schema that is no kind). */
+  kind: string | null;
+  valid: boolean;
+  document: Record<string, unknown>;
+}
+export const MODEL_EXAMPLES = JSON.parse(
+  fs.readFileSync(new URL('../../../packages/model/test/fixtures/model-examples.json', import.meta.url), 'utf8'),
+) as ModelExample[];
+
 export interface TestService extends EmbeddedService {
   readonly dataDir: string;
 }

@@ -3,20 +3,10 @@
  * unchanged (apart from a generated id), deleted (204) and gone (404). Invalid examples get a
  * precise 400 and store nothing.
  */
-import fs from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KINDS } from '@otm/model';
-import { auth, json, startService, type TestService } from './helpers.js';
+import { auth, json, MODEL_EXAMPLES as examples, startService, type TestService } from './helpers.js';
 
-interface Example {
-  name: string;
-  kind: string | null;
-  valid: boolean;
-  document: Record<string, unknown>;
-}
-const examples = JSON.parse(
-  fs.readFileSync(new URL('../../../packages/model/test/fixtures/model-examples.json', import.meta.url), 'utf8'),
-) as Example[];
 const documents = examples.filter((e) => e.kind !== null);
 
 let svc: TestService;

@@ -1,0 +1,90 @@
+/**
+ * A vehicle's track as the time slider reads it: its positions in time order, the one shown at a
+ * time, the step of an arrow key, the details under the map. Pure: unit-tested in test/track-points.test.ts.
+ */
+import type { FeatureCollection } from 'geojson';
+import { fmtSecond } from './format.js';
+
+/** One position of a track (a Point feature of the GeoJSON answer). */
+export interface TrackPoint {
+  time: number;
+  lat: number;
+  lon: number;
+  speedKmh?: number;
+  heading?: number;
+}
+
+/** The positions of a track answer, in time order (the service answers them so); features that are no timed point are left out. */
+export function pointsOf(fc: FeatureCollection): TrackPoint[] {
+  const out: TrackPoint[] = [];
+  for (const f of fc.features) {
+    if (f.geometry.type !== 'Point') continue;
+    const [lon, lat] = f.geometry.coordinates;
+    const props = f.properties ?? {};
+    const time = typeof props.time === 'string' ? Date.parse(props.time) : NaN;
+    if (typeof lat !== 'number' || typeof lon !== 'number' || Number.isNaN(time)) continue;
+    out.push({
+      time,
+      lat,
+      lon,
+      ...(typeof props.speedKmh === 'number' ? { speedKmh: props.speedKmh } : {}),
+      ...(typeof props.heading === 'number' ? { heading: props.heading } : {}),
+    });
+  }
+  return out;
+}
+
+/** The index of the last position at or before `time` (the first one when `time` is before all). */
+export function indexAt(points: readonly TrackPoint[], time: number): number {
+  let lo = 0;
+  let hi = points.length; // the first index whose time is after `time`, by binary search
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (points[mid]!.time <= time) lo = mid + 1;
+    else hi = mid;
+  }
+  return Math.max(0, lo - 1);
+}
+
+/** The arrow keys of the slider: a position forward or back (a step of the range would be a millisecond). */
+export const ARROW_STEPS: ReadonlyMap<string, number> = new Map([
+  ['ArrowRight', 1],
+  ['ArrowUp', 1],
+  ['ArrowLeft', -1],
+  ['ArrowDown', -1],
+]);
+
+/**
+ * The position an arrow key goes to from position `index` when the slider is at `chosen` (a
+ * time): the next or the previous one, within the track; between two positions (after a drag or
+ * Page Up), back goes to the position shown.
+ */
+export function stepTarget(points: readonly TrackPoint[], index: number, chosen: number, step: number): number {
+  const at = points[index]!;
+  return step < 0 && chosen > at.time ? index : Math.min(points.length - 1, Math.max(0, index + step));
+}
+
+/** What the slider says of a time for screen readers: `2026-11-26 06:18:27 UTC, position 3 of 6`. */
+export function valueText(time: number, index: number, n: number): string {
+  return `${fmtSecond(time)}, position ${index + 1} of ${n}`;
+}
+
+/** The details of position `index` of `n`, as terms and values. */
+export function pointDetails(p: TrackPoint, index: number, n: number): [string, string][] {
+  const details: [string, string][] = [
+    ['Position', `${index + 1} of ${n}`],
+    ['Reported at', fmtSecond(p.time)],
+    ['Latitude, longitude', `${p.lat.toFixed(5)}, ${p.lon.toFixed(5)}`],
+  ];
+  if (p.speedKmh !== undefined) details.push(['Speed', `${Math.round(p.speedKmh * 10) / 10} km/h`]);
+  if (p.heading !== undefined) details.push(['Heading', `${Math.round(p.heading)}°`]);
+  return details;
+}
+
+/** The query of a track request for the period typed (`datetime-local` values, local time; '' for none). */
+export function trackQuery(from: string, to: string): URLSearchParams {
+  const q = new URLSearchParams({ format: 'geojson' });
+  if (from !== '') q.set('from', new Date(from).toISOString());
+  if (to !== '') q.set('to', new Date(to).toISOString());
+  return q;
+}
