@@ -190,8 +190,7 @@ function logCreator(logger: Logger) {
         const line = skipped > 0 ? { ...obj, alsoSince: skipped } : obj;
         if (level === KafkaLogLevel.ERROR) logger.error(line, message);
         else logger.warn(line, message);
-      }
-      else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
+      } else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
       else logger.debug(obj, message);
     };
 }
