@@ -29,6 +29,7 @@ const INTEGRATION = [
   'packages/distributed/test/clickhouse/store.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
   'packages/distributed/test/kafka/idempotence.test.ts',
+  'packages/distributed/test/kafka/supervision.test.ts',
   'packages/distributed/test/redis/store.test.ts',
   'packages/distributed/test/redis/stream-slots.test.ts',
 ];

@@ -151,6 +151,8 @@ export async function startCluster(
       processes.delete(name);
     },
     close: async () => {
+      // Kept-alive client connections would hold close() up for as long as they are used.
+      router.closeAllConnections();
       await new Promise<void>((resolve) => router.close(() => resolve()));
       await Promise.all([...processes.values()].map((r) => stop(r, 'SIGTERM')));
       await kafka.stop();

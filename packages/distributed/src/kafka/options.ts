@@ -4,7 +4,7 @@
  * made from them. Nothing here talks to Kafka.
  */
 import { logLevel as KafkaLogLevel, type ConsumerConfig, type KafkaConfig, type LogEntry, type ProducerConfig } from 'kafkajs';
-import type { Backoff, Logger } from '@otm/core';
+import { ThrottledLog, type Backoff, type Logger } from '@otm/core';
 
 export interface KafkaConsumerSettings {
   /** Group session timeout (ms). Default 10000; tests: 3000. */
@@ -170,17 +170,27 @@ export function consumerConfig(group: string, s: Required<KafkaConsumerSettings>
   };
 }
 
-/** kafkajs' log levels onto a pino logger. */
+/**
+ * kafkajs' log levels onto a pino logger. While a broker is down kafkajs reports every failed
+ * connection and retry of every client: its errors and warnings are logged at most once per
+ * 10 s per message (with how many were held back), without their stacks.
+ */
 function logCreator(logger: Logger) {
+  const throttle = new ThrottledLog(10_000);
   return () =>
     ({ level, log }: LogEntry) => {
-      const { message, ...extra } = log;
+      const { message, stack: _stack, ...extra } = log as LogEntry['log'] & { stack?: unknown };
       const obj = { kafka: extra };
       // Said once per producer: the retries are bounded on purpose, and a producer whose send
       // failed is replaced (producer.ts), which keeps the guarantee kafkajs warns about.
       if (message.startsWith('Limiting retries for the idempotent producer')) logger.debug(obj, message);
-      else if (level === KafkaLogLevel.ERROR) logger.error(obj, message);
-      else if (level === KafkaLogLevel.WARN) logger.warn(obj, message);
+      else if (level === KafkaLogLevel.ERROR || level === KafkaLogLevel.WARN) {
+        const { log: now, skipped } = throttle.take(message);
+        if (!now) return;
+        const line = skipped > 0 ? { ...obj, alsoSince: skipped } : obj;
+        if (level === KafkaLogLevel.ERROR) logger.error(line, message);
+        else logger.warn(line, message);
+      }
       else if (level === KafkaLogLevel.INFO) logger.info(obj, message);
       else logger.debug(obj, message);
     };
