@@ -146,8 +146,10 @@ describe.skipIf(!enabled)('background loops when Redis is killed and started aga
           return true;
         }
       });
+      const goneAt = Date.now();
       const names = () => health.down().map((p) => p.name);
       await until('the loops down', () => ['dispatcher scan', 'stream reader t', 'entity export'].every((n) => names().includes(n)));
+      const downAt = Date.now();
       expect(await loopUp('dispatcher-scan')).toBe(0);
       expect(await loopUp('stream-reader')).toBe(0);
       expect(await loopUp('entity-export')).toBe(0);
@@ -156,12 +158,15 @@ describe.skipIf(!enabled)('background loops when Redis is killed and started aga
       expect(stream.ended).toBe(false);
 
       await redis.restart();
+      const backAt = Date.now();
       const after = await vehicles(5);
       await until(
         'after: delivered, streamed, copied',
         () => [rx.cursors.length, stream.ids().length].every((n) => n >= 10) && copied.length >= 15,
       );
       await until('all up again', () => health.down().length === 0);
+      // For the record (not a bound): how soon the three were seen down, and up again.
+      console.log(`loops: all three down ${downAt - goneAt} ms after Redis was gone, all up ${Date.now() - backAt} ms after it was back`);
       expect(await loopUp('dispatcher-scan')).toBe(1);
       expect(await loopUp('stream-reader')).toBe(1);
       expect(await loopUp('entity-export')).toBe(1);

@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import { hash } from 'node:crypto';
 import { createLocalJWKSet, createRemoteJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
-import { ConfigError, TENANT_RE, isScope, type JwtConfig, type Logger, type Principal } from '@otm/core';
+import { ConfigError, TENANT_RE, ThrottledLog, isScope, type JwtConfig, type Logger, type Principal } from '@otm/core';
 import type { AuthOutcome, BearerAuthenticator } from './auth.js';
 
 /** The signing algorithms accepted: asymmetric ones only. */
@@ -54,6 +54,8 @@ export class JwtVerifier implements BearerAuthenticator {
   private file: FileState | undefined;
   private checkedAt = Date.now();
   private missCheckedAt = 0;
+  /** A key server that is away fails every request: one line a while per cause, with the count held back. */
+  private readonly unavailableLog = new ThrottledLog(10_000);
 
   /** Throws a ConfigError naming OTM_JWT_JWKS when a JWKS file cannot be read at start. */
   constructor(
@@ -173,7 +175,9 @@ export class JwtVerifier implements BearerAuthenticator {
     if (e instanceof errors.JWTInvalid || e instanceof errors.JWSInvalid || e instanceof errors.JWKInvalid)
       return bad('it is not a valid JWT');
     // The key server did not answer (or answered nonsense): not the token's fault.
-    this.opts.logger?.warn({ err: (e as Error)?.message ?? String(e) }, 'JWT keys unavailable');
+    const err = (e as Error)?.message ?? String(e);
+    const { log, skipped } = this.unavailableLog.take(err);
+    if (log) this.opts.logger?.warn({ err, ...(skipped > 0 ? { alsoFailed: skipped } : {}) }, 'JWT keys unavailable');
     return { status: 503, message: 'the keys that check bearer tokens are unavailable for now: try again shortly' };
   }
 }

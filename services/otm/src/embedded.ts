@@ -4,10 +4,25 @@
  * distributed roles; only the adapters differ.
  */
 import type { Config, ConnectionLimits, JwtConfig, Logger, TokenEntry } from '@otm/core';
-import { openAdapters } from './adapters.js';
+import { openAdapters, type Adapters } from './adapters.js';
 import { ALL_ROLES, createService, type Service } from './service.js';
 
 export type EmbeddedService = Service;
+
+/** The embedded deployment's adapters on `dataDir`: the in-process bus, LMDB, the event log. */
+export const openEmbeddedAdapters = (dataDir: string, logger: Logger): Adapters =>
+  openAdapters(
+    {
+      dataDir,
+      bus: 'memory',
+      kafkaBrokers: [],
+      entityStore: 'embedded',
+      redisUrl: undefined,
+      eventStore: 'embedded',
+      clickhouseUrl: undefined,
+    },
+    logger,
+  );
 
 export async function createEmbeddedService(
   config: Pick<Config, 'dataDir' | 'bodyLimit' | 'maxDepth'> & {
@@ -28,18 +43,7 @@ export async function createEmbeddedService(
   tokens: readonly TokenEntry[],
   logger: Logger,
 ): Promise<EmbeddedService> {
-  const adapters = openAdapters(
-    {
-      dataDir: config.dataDir,
-      bus: 'memory',
-      kafkaBrokers: [],
-      entityStore: 'embedded',
-      redisUrl: undefined,
-      eventStore: 'embedded',
-      clickhouseUrl: undefined,
-    },
-    logger,
-  );
+  const adapters = openEmbeddedAdapters(config.dataDir, logger);
   return createService(ALL_ROLES, adapters, {
     tokens,
     logger,

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, loadConfig, parseTokens, type JwtConfig } from '@otm/core';
+import { JwtVerifier } from '@otm/http';
 import { createEmbeddedService, type EmbeddedService } from '../src/index.js';
 import { TOKENS } from './helpers.js';
 
@@ -218,6 +219,26 @@ describe('JWT bearer tokens against a JWKS URL', () => {
       await s.close();
       await new Promise((r) => server.close(r));
     }
+  });
+
+  it('logs a key server that is away once a while, not once a request', async () => {
+    const server = http.createServer();
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks.json`;
+    await new Promise((r) => server.close(r)); // nobody listens there now
+    const lines: Array<Record<string, unknown>> = [];
+    const logger = createLogger('info', { write: (l: string) => void lines.push(JSON.parse(l) as Record<string, unknown>) });
+    const verifier = new JwtVerifier(
+      { jwks: { url }, issuer: ISSUER, audience: AUDIENCE, tenantClaim: 'tenant', scopeClaim: 'scope' },
+      { logger },
+    );
+    const token = await sign(await makeKey('gone-1', 'ES256'));
+    const began = Date.now();
+    for (let i = 0; i < 20; i++) expect(await verifier.verify(token)).toMatchObject({ status: 503 });
+    const logged = lines.filter((l) => l.msg === 'JWT keys unavailable');
+    expect(logged.length).toBeGreaterThanOrEqual(1);
+    // At most one line per 10 s for one cause.
+    expect(logged.length).toBeLessThanOrEqual(1 + Math.floor((Date.now() - began) / 10_000));
   });
 
   it('the configuration takes https URLs, http only on loopback, and needs issuer and audience', () => {

@@ -56,7 +56,8 @@
  *   (`otm_entity_export_failures_total`) and logged with its attempt, and the next one starts from
  *   the saved cursors after a pause drawn between half and all of a bound that doubles from
  *   `intervalMs` up to `maxBackoffMs` (core health.ts `supervise`), for as long as the exporter
- *   runs. From the failure until a pass works again the export is down: `entity export` in
+ *   runs. From its start and from each failure until a pass works, or a page of one is written
+ *   (a first snapshot may take many pages: it is not down meanwhile), the export is down: `entity export` in
  *   /readyz (and /healthz once it stays down OTM_STALL_SECONDS), `otm_loop_up{loop="entity-export"}`
  *   0, each new start counted in `otm_loop_restarts_total{loop="entity-export"}`. A pass that finds
  *   the lease held by another process works (this one stands by, up); a lease lost because the
@@ -165,6 +166,8 @@ export class EntityExporter {
   private loop: Supervised | undefined;
   private readonly kind = new LoopKind('entity-export', 'entity export');
   private metrics: ReturnType<LoopKind['supervision']> | undefined;
+  /** Told of each page written: the export works (up), also within a long pass such as a first snapshot. */
+  private progress: () => void = () => {};
   private closed = false;
 
   constructor(
@@ -200,6 +203,7 @@ export class EntityExporter {
 
   /** Passes until stopped; a pass that fails ends it, and `supervise` starts it again after a backoff. */
   private async passes(signal: AbortSignal, up: () => void): Promise<void> {
+    this.progress = up;
     while (!signal.aborted) {
       let more: boolean;
       try {
@@ -304,6 +308,7 @@ export class EntityExporter {
       }
       // Only once the rows are in the event store.
       await this.source.saveCursor(tenant, read.next);
+      this.progress();
       after = read.next;
     }
     return { more: true, rows };
@@ -354,6 +359,7 @@ export class EntityExporter {
           rows += written;
           entityExportRows.inc(written);
         }
+        this.progress();
         if (listed.length < this.pageSize) break;
         after = listed[listed.length - 1];
       }

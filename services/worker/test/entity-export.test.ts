@@ -136,6 +136,32 @@ describe('the entity export loop', () => {
     expect(attempts).toEqual(Array.from({ length: failed }, (_, i) => i + 1));
   });
 
+  it('is up as soon as a page is written, not only once a long pass ends', async () => {
+    const s = memoryStores();
+    s.append(50);
+    // The third insert waits until the test lets it go.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let inserts = 0;
+    const sink: EntityChangeSink = {
+      writeEntityChanges: async (changes) => {
+        if (++inserts === 3) await held;
+        return s.sink.writeEntityChanges(changes);
+      },
+    };
+    exporter = new EntityExporter(s.entities, sink, createLogger('silent'), { intervalMs: 5, pageSize: 10, pagesPerTenant: 100 });
+    exporter.start();
+    try {
+      await until('the third insert under way', () => inserts === 3);
+      // Two pages written, the pass not over.
+      expect(s.rows.length).toBe(20);
+      expect(exporter.parts()[0]!.status().up).toBe(true);
+    } finally {
+      release();
+    }
+    await until('copied', () => s.rows.length === 50);
+  });
+
   it('stands by, up, while another process holds the lease; takes over once it is free', async () => {
     const s = memoryStores();
     s.append(3);

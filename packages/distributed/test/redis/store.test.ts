@@ -358,11 +358,11 @@ describe.skipIf(!enabled)('RedisEntityStore', () => {
         return listener;
       };
       const call = reader.call.bind(reader) as (...args: unknown[]) => Promise<unknown>;
-      reader.call = (async (...args: unknown[]) => {
+      reader.call = async (...args: unknown[]) => {
         const e = args[0] === 'CLIENT' && args[1] === 'TRACKING' ? fail.tracking() : undefined;
         if (e !== undefined) throw e;
         return call(...args);
-      }) as unknown as typeof reader.call;
+      };
       return reader;
     };
 
