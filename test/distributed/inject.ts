@@ -10,6 +10,7 @@
 import type { TestService } from '../../services/otm/test/helpers.js';
 import { TOKENS } from '../../services/otm/test/helpers.js';
 import { startCluster } from './cluster.js';
+import { Health } from '@otm/core';
 
 interface InjectOptions {
   method: string;
@@ -77,6 +78,8 @@ export async function startDistributedService(opts: { bodyLimit?: number; maxDep
 
   return {
     app: { inject, ready: async () => undefined } as unknown as TestService['app'],
+    // The processes' own health is theirs (their /readyz); this stands for none here.
+    health: new Health(),
     dataDir: '',
     close: () => cluster.close(),
   };
