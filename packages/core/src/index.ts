@@ -17,3 +17,4 @@ export * from './facets.js';
 export * from './api-keys.js';
 export * from './rate-limit.js';
 export * from './health.js';
+export * from './storage.js';
