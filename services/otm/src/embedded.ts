@@ -9,6 +9,18 @@ import { ALL_ROLES, createService, type Service } from './service.js';
 
 export type EmbeddedService = Service;
 
+/** The adapters of `otm serve`: the in-process bus, LMDB and the event log, in `dataDir`. */
+export const embeddedAdapterConfig = (dataDir: string) =>
+  ({
+    dataDir,
+    bus: 'memory',
+    kafkaBrokers: [],
+    entityStore: 'embedded',
+    redisUrl: undefined,
+    eventStore: 'embedded',
+    clickhouseUrl: undefined,
+  }) as const;
+
 export async function createEmbeddedService(
   config: Pick<Config, 'dataDir' | 'bodyLimit' | 'maxDepth'> & {
     /** Threads that check bulk bodies (default 0: the event loop), and the smallest body they get. */
@@ -28,18 +40,7 @@ export async function createEmbeddedService(
   tokens: readonly TokenEntry[],
   logger: Logger,
 ): Promise<EmbeddedService> {
-  const adapters = openAdapters(
-    {
-      dataDir: config.dataDir,
-      bus: 'memory',
-      kafkaBrokers: [],
-      entityStore: 'embedded',
-      redisUrl: undefined,
-      eventStore: 'embedded',
-      clickhouseUrl: undefined,
-    },
-    logger,
-  );
+  const adapters = openAdapters(embeddedAdapterConfig(config.dataDir), logger);
   return createService(ALL_ROLES, adapters, {
     tokens,
     logger,
