@@ -153,7 +153,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
     subscriptions,
     apiKeys,
     ...(redis === undefined ? {} : { rateLimiter: redis.rateLimiter, streamSlots: redis.streamSlots }),
-    parts: () => embedded?.parts() ?? [],
+    parts: () => [...(embedded?.parts() ?? []), ...(redis?.parts() ?? []), ...(clickhouse?.parts() ?? [])],
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {
