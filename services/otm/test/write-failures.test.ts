@@ -46,7 +46,7 @@ describe('every store write fails once; the process keeps serving', () => {
       root[method] = (fn) => (fail.lmdb > 0 && fail.lmdb-- > 0 ? lmdbCommitFailure() : real(fn));
     }
     const writev = fs.writev.bind(fs) as (...a: unknown[]) => void;
-    vi.spyOn(fs, 'writev').mockImplementation(((...args: unknown[]) => {
+    vi.spyOn(fs, 'writev').mockImplementation((...args: unknown[]) => {
       if (fail.log > 0 && fail.log-- > 0) {
         const callback = args.at(-1) as (e: Error) => void;
         return void process.nextTick(() =>
@@ -54,7 +54,7 @@ describe('every store write fails once; the process keeps serving', () => {
         );
       }
       return writev(...args);
-    }));
+    });
   });
   afterAll(async () => {
     vi.restoreAllMocks();
