@@ -35,6 +35,7 @@ import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  formatBytes,
   reasonOf,
   watchDataFree,
   decodeListRecord,
@@ -71,6 +72,8 @@ import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js
 
 /** How long the feed keeps changes by default (OTM_FEED_RETENTION). */
 export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
+/** Below this many free bytes in the data folder, a start says so (a full disk refuses writes: disk.ts). */
+const LOW_FREE_BYTES = 64 * 1024 * 1024;
 /** How often retention removes old feed entries. */
 const FEED_SWEEP_MS = 60_000;
 
@@ -550,6 +553,12 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
   // Whether each store can write now: a start on a full disk serves reads, says so, and waits for room.
   void lmdbGate.probeNow();
   void eventGate.probeNow();
+  const free = freeBytes(dataDir);
+  if (free !== undefined && free < LOW_FREE_BYTES) {
+    opts.warn?.(
+      `the data folder ${path.resolve(dataDir)} has ${formatBytes(free)} free: writes are refused (503) while it is full, reads are served`,
+    );
+  }
   watchDataFree(() => freeBytes(dataDir));
   const { feed } = shared;
   // One sweep at a time: a call while one runs starts after it.

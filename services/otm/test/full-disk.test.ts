@@ -245,6 +245,7 @@ describe(
       expectRefusal(r.statusCode, r.headers, r.json());
       expect((await readyz(s)).status).toBe(503);
       const folder = disk!.dataDir.replace(/[/.]/g, '\\$&');
+      expect(lines.join('\n')).toMatch(new RegExp(`the data folder ${folder} has \\d[\\d.]* (bytes|KiB|MiB) free: writes are refused`));
       expect(lines.join('\n')).toMatch(new RegExp(`cannot write in ${folder}/(events|store) \\(\\d[\\d.]* (bytes|KiB|MiB) free\\)`));
       disk!.free();
       await vi.waitFor(async () => expect((await readyz(s)).status).toBe(200), { timeout: 20_000, interval: 200 });
