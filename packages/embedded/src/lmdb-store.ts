@@ -35,6 +35,8 @@ import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  REFUSAL_TEXT,
+  fileRefusal,
   formatBytes,
   reasonOf,
   watchDataFree,
@@ -468,6 +470,22 @@ export interface EmbeddedStoreOptions {
   readonly probeMs?: number;
 }
 
+/**
+ * A start that failed for lack of room (a write it could not do without: a layout change, a
+ * compaction's move to finish), said so, with the folder and its free bytes: not the bare
+ * `Input/output error` of LMDB. Any other failure as it was.
+ */
+function fullAtStart(dataDir: string, e: unknown): unknown {
+  const cause = fileRefusal(e);
+  if (cause === undefined) return e;
+  const free = freeBytes(dataDir);
+  return new AdapterError(
+    'lmdb',
+    `cannot open the data folder ${path.resolve(dataDir)}: ${REFUSAL_TEXT[cause]}${free === undefined ? '' : ` (${formatBytes(free)} free)`}, and this start must write (${reasonOf(e)}); free some space and start again`,
+    { retryable: true, cause: e },
+  );
+}
+
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
   // A commit that fails (a full disk) must never end the process (disk.ts).
   guardLmdbCommits();
@@ -478,7 +496,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
     root = openStoreEnv(dataDir);
   } catch (e) {
     unlock();
-    throw e;
+    throw fullAtStart(dataDir, e);
   }
   const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
   const storeMeta = db('store-meta');
@@ -548,7 +566,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
     lmdbGate.close();
     eventGate.close();
     void root.close().finally(unlock);
-    throw e;
+    throw fullAtStart(dataDir, e);
   }
   // Whether each store can write now: a start on a full disk serves reads, says so, and waits for room.
   void lmdbGate.probeNow();

@@ -9,7 +9,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { canMountTmpfs, mountTmpfs } from '../../../../test/tmpfs.js';
-import { doc, failCommits, partOf, put, read, useTempStores } from './helpers.js';
+import { LAYOUT_KEY } from '../../src/event-log/recovery.js';
+import { doc, failCommits, partOf, put, read, useTempStores, withLmdb } from './helpers.js';
 
 const { openAt, closeIt } = useTempStores();
 
@@ -78,5 +79,35 @@ describe.skipIf(!canMountTmpfs())(
         unmount();
       }
     }, 90_000);
+
+    it('a start that must rebuild the index (an earlier layout) serves every event too, and rebuilds it once there is room', async () => {
+      const { dir: mnt, unmount } = mountTmpfs('4m');
+      try {
+        const dir = path.join(mnt, 'data');
+        const s = openAt(dir);
+        for (let i = 0; i < 200; i += 50) await s.events.write(Array.from({ length: 50 }, (_, j) => put(`e${i + j}`, doc(i + j))));
+        await closeIt(s);
+        // No layout recorded: the next start removes the index and rebuilds it from the log, which writes.
+        await withLmdb(dir, (root) => {
+          const meta = root.openDB<string, string>({ name: 'event-log', encoding: 'string' });
+          root.transactionSync(() => meta.removeSync(LAYOUT_KEY));
+        });
+        const room = fill(mnt);
+        // The rebuild's replay cannot be committed: held in memory, every event served.
+        const full = openAt(dir, { probeMs: 20 });
+        for (let i = 0; i < 200; i++) expect(await read(full, `e${i}`)).toBe(doc(i));
+        room();
+        await vi.waitFor(
+          async () => expect(await full.events.list({ tenant: 't', kind: 'events', facet: '', limit: 1000 })).toHaveLength(200),
+          { timeout: 40_000, interval: 200 },
+        );
+        await closeIt(full);
+        const again = openAt(dir);
+        for (let i = 0; i < 200; i++) expect(await read(again, `e${i}`)).toBe(doc(i));
+        await closeIt(again);
+      } finally {
+        unmount();
+      }
+    }, 60_000);
   },
 );
