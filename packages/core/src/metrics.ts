@@ -212,19 +212,21 @@ export const writesRefused = new Counter({
 });
 
 /** Where `otm_data_free_bytes` is read from (the embedded data folder), set by the embedded stores. */
-let freeBytesSource: (() => number | undefined) | undefined;
+let freeBytesSource: { readonly folder: string; readonly free: () => number | undefined } | undefined;
 
-/** Makes `otm_data_free_bytes` read the free bytes from `source` (undefined: no data folder, the gauge stays unset). */
-export function watchDataFree(source: (() => number | undefined) | undefined): void {
+/** Makes `otm_data_free_bytes` read the free bytes of `folder` from `free` (undefined: no data folder, no sample). */
+export function watchDataFree(source: { readonly folder: string; readonly free: () => number | undefined } | undefined): void {
   freeBytesSource = source;
 }
 
 export const dataFreeBytes = new Gauge({
   name: 'otm_data_free_bytes',
-  help: 'Bytes free for this process on the file system of its data folder (OTM_DATA_DIR; embedded stores only), read at each scrape',
+  help: 'Bytes free for this process on the file system of its data folder (OTM_DATA_DIR; embedded stores only: no sample elsewhere), read at each scrape',
+  labelNames: ['folder'] as const,
   registers: [registry],
   collect() {
-    const free = freeBytesSource?.();
-    if (free !== undefined) this.set(free);
+    this.reset();
+    const free = freeBytesSource?.free();
+    if (free !== undefined) this.set({ folder: freeBytesSource!.folder }, free);
   },
 });

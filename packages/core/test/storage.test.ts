@@ -9,6 +9,7 @@ import {
   insufficientStorage,
   registry,
   storageAnswer,
+  watchDataFree,
 } from '@otm/core';
 
 const errno = (code: string, errnoNumber: number, message: string) => Object.assign(new Error(message), { code, errno: -errnoNumber });
@@ -95,5 +96,16 @@ describe('the answer', () => {
       '300 MiB',
       '5.0 TiB',
     ]);
+  });
+});
+
+describe('otm_data_free_bytes', () => {
+  it('has a sample for the watched data folder only: none in a process without one', async () => {
+    watchDataFree(undefined);
+    expect(await registry.metrics()).not.toMatch(/^otm_data_free_bytes/m);
+    watchDataFree({ folder: '/data', free: () => 4096 });
+    expect(await registry.metrics()).toMatch(/^otm_data_free_bytes\{folder="\/data"\} 4096$/m);
+    watchDataFree(undefined);
+    expect(await registry.metrics()).not.toMatch(/^otm_data_free_bytes/m);
   });
 });

@@ -577,7 +577,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       `the data folder ${path.resolve(dataDir)} has ${formatBytes(free)} free: writes are refused (503) while it is full, reads are served`,
     );
   }
-  watchDataFree(() => freeBytes(dataDir));
+  watchDataFree({ folder: path.resolve(dataDir), free: () => freeBytes(dataDir) });
   const { feed } = shared;
   // One sweep at a time: a call while one runs starts after it.
   let sweeping: Promise<unknown> = Promise.resolve();

@@ -218,7 +218,7 @@ describe(
       expect((await s.app.inject('/healthz')).statusCode).toBe(200);
       const metrics = (await s.app.inject('/metrics')).body;
       expect(metrics).toMatch(/^otm_writes_refused_total\{store="(event-log|lmdb)",cause="[a-z-]+"\} [1-9]/m);
-      expect(metrics).toMatch(/^otm_data_free_bytes \d+/m);
+      expect(metrics).toMatch(new RegExp(`^otm_data_free_bytes\\{folder="${disk.dataDir.replace(/[/.]/g, '\\$&')}"\\} \\d+`, 'm'));
       // Reads are served; a DELETE is refused like a write.
       const [someId] = [...acknowledged].find(([, kind]) => kind === 'events')!;
       expect((await get(s, 'events', someId)).statusCode).toBe(200);
