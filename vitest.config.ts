@@ -26,10 +26,12 @@ const INTEGRATION = [
   'test/distributed/',
   'test/hostile/nginx.test.ts',
   'test/hostile/nginx-writers.test.ts',
+  'packages/distributed/test/clickhouse/refusals.test.ts',
   'packages/distributed/test/clickhouse/store.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
   'packages/distributed/test/kafka/idempotence.test.ts',
   'packages/distributed/test/kafka/supervision.test.ts',
+  'packages/distributed/test/redis/out-of-memory.test.ts',
   'packages/distributed/test/redis/store.test.ts',
   'packages/distributed/test/redis/stream-slots.test.ts',
 ];

@@ -27,6 +27,9 @@ export const ErrorCode = {
   tooManyRequests: 'tooManyRequests',
   // More webhook subscriptions for one tenant than the service keeps (409).
   tooManySubscriptions: 'tooManySubscriptions',
+  // A store refuses writes for lack of room (a full disk, Redis at maxmemory): 503 with Retry-After (storage.ts).
+  insufficientStorage: 'insufficientStorage',
+  // A fault of the service (500).
   internal: 'internal',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
@@ -34,10 +37,8 @@ export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
 /** One item of an error answer: the model's error items, plus our own `type`s for non-400 answers. */
 export type ErrorItem = OtmError | { type: AnswerType; message: string };
 
-/** The `type` of the items of every non-400 error answer, in the order the OpenAPI lists them. */
-export const ANSWER_TYPES = Object.values(ErrorCode).filter(
-  (c): c is Exclude<ErrorCode, 'invalidDocument' | 'internal'> => c !== 'invalidDocument' && c !== 'internal',
-);
+/** The `type` of the items of every non-400 error answer (500s included), in the order the OpenAPI lists them. */
+export const ANSWER_TYPES = Object.values(ErrorCode).filter((c): c is Exclude<ErrorCode, 'invalidDocument'> => c !== 'invalidDocument');
 export type AnswerType = (typeof ANSWER_TYPES)[number];
 
 export class OtmServiceError extends Error {

@@ -18,3 +18,4 @@ export * from './api-keys.js';
 export * from './rate-limit.js';
 export * from './health.js';
 export * from './loops.js';
+export * from './storage.js';

@@ -198,3 +198,35 @@ export const partsDown = new Gauge({
   labelNames: ['kind'] as const,
   registers: [registry],
 });
+
+/**
+ * Writes a store refused for lack of room (core/storage.ts), by store and cause: `no-space`,
+ * `quota`, `io`, `short-write`, `map-full` (the embedded stores), `out-of-memory` (Redis),
+ * `no-space` and `too-many-parts` (ClickHouse), `no-space` (Kafka's produce).
+ */
+export const writesRefused = new Counter({
+  name: 'otm_writes_refused_total',
+  help: 'Writes a store refused for lack of room (a full disk or quota, an I/O error from a commit, Redis out of memory, ClickHouse out of space or parts), by store and cause',
+  labelNames: ['store', 'cause'] as const,
+  registers: [registry],
+});
+
+/** Where `otm_data_free_bytes` is read from (the embedded data folder), set by the embedded stores. */
+let freeBytesSource: { readonly folder: string; readonly free: () => number | undefined } | undefined;
+
+/** Makes `otm_data_free_bytes` read the free bytes of `folder` from `free` (undefined: no data folder, no sample). */
+export function watchDataFree(source: { readonly folder: string; readonly free: () => number | undefined } | undefined): void {
+  freeBytesSource = source;
+}
+
+export const dataFreeBytes = new Gauge({
+  name: 'otm_data_free_bytes',
+  help: 'Bytes free for this process on the file system of its data folder (OTM_DATA_DIR; embedded stores only: no sample elsewhere), read at each scrape',
+  labelNames: ['folder'] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    const free = freeBytesSource?.free();
+    if (free !== undefined) this.set({ folder: freeBytesSource!.folder }, free);
+  },
+});

@@ -16,6 +16,12 @@ export interface Bus {
    */
   publish(envelopes: readonly Envelope[]): Promise<void>;
   /**
+   * `publish`, answered message by message once every one is settled: undefined for a message
+   * applied, the failure of one that was not (a bulk request then answers which documents were
+   * stored). Only a bus that can tell (in-process); absent, a failure of `publish` counts for all.
+   */
+  publishEach?(envelopes: readonly Envelope[]): Promise<Array<unknown>>;
+  /**
    * Calls `handler` with batches of messages of `topic`, in publish order per key. A batch is
    * committed only when `handler` resolves; when it rejects, the batch is handed back.
    */

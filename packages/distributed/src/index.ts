@@ -3,7 +3,7 @@
  * (`kafka/`), the event store on ClickHouse (`clickhouse/`), the entity store on Redis (`redis/`).
  */
 export { KafkaBus } from './kafka/bus.js';
-export { produceChunks } from './kafka/producer.js';
+export { kafkaStorageError, produceChunks } from './kafka/producer.js';
 export { packRecords, PACK_HEADER } from './kafka/record-pack.js';
 export { ensureTopics, DEFAULT_TOPIC_PARTITIONS, TOPIC_CONFIG } from './kafka/topics.js';
 export { isRetryable, UNCLASSIFIED_ATTEMPTS, type KafkaSubscription } from './kafka/consumer.js';

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { open, type RootDatabase } from 'lmdb';
 import { AdapterError, type ApiKeyRecord, type ApiKeyStore } from '@otm/core';
 import type { Str } from './lists.js';
+import { holdTurn } from './disk.js';
 
 export class LmdbApiKeyStore implements ApiKeyStore {
   constructor(
@@ -24,7 +25,9 @@ export class LmdbApiKeyStore implements ApiKeyStore {
 
   private async commit<T>(fn: () => T): Promise<T> {
     try {
-      const result = await this.root.transaction(fn);
+      const running = this.root.transaction(fn);
+      holdTurn(this.root); // a failed commit leaves no rejection unhandled (disk.ts)
+      const result = await running;
       await this.root.flushed;
       return result;
     } catch (e) {

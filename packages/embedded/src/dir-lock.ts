@@ -9,6 +9,7 @@
  * give each embedded service a volume of its own.
  */
 import fs from 'node:fs';
+import { fileRefusal, reasonOf } from '@otm/core';
 import path from 'node:path';
 
 export const LOCK_FILE = 'otm.lock';
@@ -50,7 +51,7 @@ export class DataDirLockedError extends Error {
 }
 
 /** Takes the folder's lock; returns its release. Throws DataDirLockedError when another owner runs. */
-export function lockDataDir(dir: string): () => void {
+export function lockDataDir(dir: string, warn?: (message: string) => void): () => void {
   const abs = path.resolve(dir);
   if (held.has(abs)) throw new DataDirLockedError(abs, 'this process has its stores open already');
   fs.mkdirSync(abs, { recursive: true });
@@ -63,6 +64,12 @@ export function lockDataDir(dir: string): () => void {
       return true;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      // A full disk: the file is made (it needs no room) but names nobody. The start goes on (reads
+      // are served); a second process would take such a file for one a crash left.
+      if (fileRefusal(e) !== undefined && fs.existsSync(file)) {
+        warn?.(`${file} was made but could not be written (${reasonOf(e)}): it does not name this process until the next start`);
+        return true;
+      }
       throw e;
     }
   };

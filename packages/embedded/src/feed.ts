@@ -37,6 +37,7 @@ import type { KindSegment } from '@otm/model';
 import type { RootDatabase } from 'lmdb';
 import { END, SEP } from './keys.js';
 import type { Str } from './lists.js';
+import { holdTurn } from './disk.js';
 
 const SEQ_KEY = 'feed-seq';
 const floorKey = (tenant: string) => `feed-floor${SEP}${tenant}`;
@@ -432,11 +433,13 @@ export class LmdbFeed {
         }
         if (old.length === 0) break;
         const floor = Number(old[old.length - 1]!.slice(base.length));
-        await this.root.childTransaction(() => {
+        const swept = this.root.childTransaction(() => {
           for (const k of old) void this.feed.remove(k);
           const was = Number(this.meta.get(floorKey(tenant)) ?? 0);
           if (floor > was) void this.meta.put(floorKey(tenant), String(floor));
         });
+        holdTurn(this.root); // a failed commit leaves no rejection unhandled (disk.ts)
+        await swept;
         removed += changes;
         if (old.length < SWEEP_CHUNK) break;
       }

@@ -35,6 +35,11 @@ import { LRUCache } from 'lru-cache';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  REFUSAL_TEXT,
+  fileRefusal,
+  formatBytes,
+  reasonOf,
+  watchDataFree,
   decodeListRecord,
   decodeVersion,
   encodeVersion,
@@ -50,6 +55,7 @@ import {
   type ListPosition,
   type ListRecord,
   type ListScan,
+  type Monitored,
   type PendingEffect,
   type PositionReader,
   type StoredDocument,
@@ -57,6 +63,7 @@ import {
   type VersionStamp,
 } from '@otm/core';
 import { LogEventStore, type CompactionOptions } from './event-log/index.js';
+import { WriteGate, commitCause, fileProbe, freeBytes, gatedCommit, guardLmdbCommits } from './disk.js';
 import { lockDataDir } from './dir-lock.js';
 import { FeedSeq, LmdbFeed } from './feed.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
@@ -67,6 +74,8 @@ import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js
 
 /** How long the feed keeps changes by default (OTM_FEED_RETENTION). */
 export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
+/** Below this many free bytes in the data folder, a start says so (a full disk refuses writes: disk.ts). */
+const LOW_FREE_BYTES = 64 * 1024 * 1024;
 /** How often retention removes old feed entries. */
 const FEED_SWEEP_MS = 60_000;
 
@@ -275,6 +284,8 @@ class LmdbEntityStore implements EntityStore {
     private readonly shared: Shared,
     /** Resolves once the event log's index commit holds every write answered so far (LogEventStore.settled). */
     settled: () => Promise<void>,
+    /** Whether LMDB takes writes (disk.ts); none: every commit is tried. */
+    private readonly gate?: WriteGate,
   ) {
     // Telemetry events reach the feed and positions in the event log's index commit: wait for it.
     this.feed = {
@@ -295,20 +306,13 @@ class LmdbEntityStore implements EntityStore {
     return readList(this.dbs.lists.entries, scan);
   }
 
-  /** Runs `fn` in a write transaction of its own, durable when this resolves. */
-  private async commit<T>(fn: () => T): Promise<T> {
-    const message = (e: unknown) => (e as Error)?.message ?? String(e);
-    try {
+  /** Runs `fn` in a write transaction of its own, durable when this resolves (disk.ts: refused while the disk is full). */
+  private commit<T>(fn: () => T): Promise<T> {
+    return gatedCommit(this.gate, 'the commit', async () => {
       const result = await this.dbs.root.childTransaction(fn);
       await this.dbs.root.flushed;
       return result;
-    } catch (e) {
-      // The commit failed (a full disk, an I/O error, the store closed by a shutdown): nothing of
-      // it was stored, and the same writes may succeed later, or in the next process.
-      throw e instanceof AdapterError
-        ? e
-        : new AdapterError('lmdb', `lmdb: the commit failed (${message(e)})`, { retryable: true, cause: e });
-    }
+    });
   }
 
   /** The feed entries of telemetry events stored elsewhere (ClickHouse), in one transaction. */
@@ -356,7 +360,9 @@ class LmdbEntityStore implements EntityStore {
     const { entities, holders, pending, lists, root } = this.dbs;
     const { seq } = this.shared;
     const message = (e: unknown) => (e as Error)?.message ?? String(e);
-    try {
+    // The commit failing (a full disk, an I/O error, the store closed by a shutdown) stores nothing
+    // of the unit, and the same unit may succeed later, or in the next process (disk.ts).
+    await gatedCommit(this.gate, 'the commit', async () => {
       await root.childTransaction(() => {
         try {
           // Inside a transaction lmdb writes at once and answers with an already resolved
@@ -400,13 +406,7 @@ class LmdbEntityStore implements EntityStore {
         }
       });
       await root.flushed;
-    } catch (e) {
-      // The commit failed (a full disk, an I/O error, the store closed by a shutdown): nothing of
-      // the unit was stored, and the same unit may succeed later, or in the next process.
-      throw e instanceof AdapterError
-        ? e
-        : new AdapterError('lmdb', `lmdb: the commit failed (${message(e)})`, { retryable: true, cause: e });
-    }
+    });
     // Committed and visible to reads from here on: drop what the cache holds of the written entities.
     for (const op of tx.ops) {
       if (op.t === 'put') this.latest.delete(prefixOf(op.tenant, op.doc.kind, op.doc.key));
@@ -437,6 +437,12 @@ export interface EmbeddedStores {
    * at open and every minute; tests and tools may run it when they like.
    */
   sweepFeed(now?: number): Promise<number>;
+  /**
+   * Whether each store takes writes (`store lmdb`, `store event-log`: down while the disk is full,
+   * disk.ts) and how the event log's background work fares (its index commits, compaction), for
+   * /readyz and /healthz.
+   */
+  parts(): Monitored[];
   close(): Promise<void>;
 }
 
@@ -458,19 +464,65 @@ export interface EmbeddedStoreOptions {
   readonly telemetryEffects?: boolean;
   /** How long the change feed keeps changes (ms, default 7 days). */
   readonly feedRetentionMs?: number;
+  /** Told when a store takes writes again after it refused them. */
+  readonly info?: (message: string) => void;
+  /** How often a store that refuses writes tries a small one (ms; default 2 s: disk.ts). */
+  readonly probeMs?: number;
+}
+
+/**
+ * A start that failed for lack of room (a write it could not do without: a layout change, a
+ * compaction's move to finish), said so, with the folder and its free bytes: not the bare
+ * `Input/output error` of LMDB. Any other failure as it was.
+ */
+function fullAtStart(dataDir: string, e: unknown): unknown {
+  const cause = fileRefusal(e);
+  if (cause === undefined) return e;
+  const free = freeBytes(dataDir);
+  return new AdapterError(
+    'lmdb',
+    `cannot open the data folder ${path.resolve(dataDir)}: ${REFUSAL_TEXT[cause]}${free === undefined ? '' : ` (${formatBytes(free)} free)`}, and this start must write (${reasonOf(e)}); free some space and start again`,
+    { retryable: true, cause: e },
+  );
 }
 
 export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions = {}): EmbeddedStores {
+  // A commit that fails (a full disk) must never end the process (disk.ts).
+  guardLmdbCommits();
   // One process at a time: the event log has one writer (dir-lock.ts).
-  const unlock = lockDataDir(dataDir);
+  const unlock = lockDataDir(dataDir, opts.warn);
   let root: RootDatabase;
   try {
     root = openStoreEnv(dataDir);
   } catch (e) {
     unlock();
-    throw e;
+    throw fullAtStart(dataDir, e);
   }
   const db = (name: string) => root.openDB<string, string>({ name, encoding: 'string' });
+  const storeMeta = db('store-meta');
+  const lmdbGate = new WriteGate({
+    store: 'lmdb',
+    root,
+    dir: path.join(dataDir, 'store'),
+    // A key of its own, written and made durable as every write is.
+    probe: async () => {
+      await root.childTransaction(() => void storeMeta.put('write-probe', String(Date.now())));
+      await root.flushed;
+    },
+    warn: opts.warn,
+    info: opts.info,
+    probeMs: opts.probeMs,
+  });
+  const eventsDir = path.join(dataDir, 'events');
+  let largestRefused = 0;
+  const eventGate = new WriteGate({
+    store: 'event-log',
+    dir: eventsDir,
+    probe: fileProbe(eventsDir, () => largestRefused),
+    warn: opts.warn,
+    info: opts.info,
+    probeMs: opts.probeMs,
+  });
   let shared: Shared;
   let dbs: Dbs;
   let events: LogEventStore;
@@ -483,7 +535,7 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       lists: { entries: db('lists'), records: db('list-records') },
     };
     // A data folder of a version before lists: its entities are listed now, once (lists.ts).
-    const listed = catchUpLists(root, dbs.entities, dbs.lists, db('store-meta'), () =>
+    const listed = catchUpLists(root, dbs.entities, dbs.lists, storeMeta, () =>
       opts.warn?.('lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)'),
     );
     if (listed > 0)
@@ -498,8 +550,12 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       positions: new LmdbPositions(db('positions')),
     };
     events = new LogEventStore({
-      dir: path.join(dataDir, 'events'),
+      dir: eventsDir,
       root,
+      gate: eventGate,
+      lmdbGate,
+      onRefused: (bytes) => void (largestRefused = Math.max(largestRefused, bytes)),
+      onAccepted: () => void (largestRefused = 0),
       ...(opts.warn ? { warn: opts.warn } : {}),
       ...(opts.eventSegmentBytes ? { segmentBytes: opts.eventSegmentBytes } : {}),
       ...(opts.eventCompaction ? { compaction: opts.eventCompaction } : {}),
@@ -507,9 +563,21 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       ...(opts.telemetryEffects === false ? {} : { telemetryEffects: { seq: shared.seq, positions: shared.positions } }),
     });
   } catch (e) {
+    lmdbGate.close();
+    eventGate.close();
     void root.close().finally(unlock);
-    throw e;
+    throw fullAtStart(dataDir, e);
   }
+  // Whether each store can write now: a start on a full disk serves reads, says so, and waits for room.
+  void lmdbGate.probeNow();
+  void eventGate.probeNow();
+  const free = freeBytes(dataDir);
+  if (free !== undefined && free < LOW_FREE_BYTES) {
+    opts.warn?.(
+      `the data folder ${path.resolve(dataDir)} has ${formatBytes(free)} free: writes are refused (503) while it is full, reads are served`,
+    );
+  }
+  watchDataFree({ folder: path.resolve(dataDir), free: () => freeBytes(dataDir) });
   const { feed } = shared;
   // One sweep at a time: a call while one runs starts after it.
   let sweeping: Promise<unknown> = Promise.resolve();
@@ -519,21 +587,28 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
     return run;
   };
   const sweepNow = () =>
-    void sweepFeed().catch((e: unknown) =>
-      opts.warn?.(`change feed: removing old entries failed (${(e as Error)?.message ?? e}); tried again in a minute`),
-    );
+    void sweepFeed().catch(async (e: unknown) => {
+      // A sweep frees room, but on a full disk LMDB cannot write the pages it frees them with.
+      const cause = await commitCause(e);
+      lmdbGate.failed(cause, 'the change feed sweep');
+      opts.warn?.(`change feed: removing old entries failed (${reasonOf(cause)}); tried again in a minute`);
+    });
   const timer = setInterval(sweepNow, FEED_SWEEP_MS);
   timer.unref();
   sweepNow();
-  const entities = new LmdbEntityStore(dbs, shared, () => events.settled());
+  const entities = new LmdbEntityStore(dbs, shared, () => events.settled(), lmdbGate);
   return {
     entities,
     events,
-    subscriptions: new LmdbSubscriptionStore(root, db('subscriptions'), db('subscription-deliveries')),
+    subscriptions: new LmdbSubscriptionStore(root, db('subscriptions'), db('subscription-deliveries'), lmdbGate),
     apiKeys: apiKeyStoreOf(root),
     sweepFeed,
+    parts: () => [lmdbGate.state.part, eventGate.state.part, ...events.parts()],
     close: async () => {
       try {
+        lmdbGate.close();
+        eventGate.close();
+        watchDataFree(undefined);
         clearInterval(timer);
         await sweeping.catch(() => {});
         await entities.close();

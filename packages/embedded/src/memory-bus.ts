@@ -17,6 +17,8 @@ class Publication {
     private remaining: number,
     private readonly resolve: () => void,
     private readonly reject: (e: unknown) => void,
+    /** `publishEach`: the failure of each message by its index, settled once every message is. */
+    readonly outcomes?: unknown[],
   ) {
     if (remaining === 0) this.finish();
   }
@@ -25,7 +27,12 @@ class Publication {
     if (--this.remaining === 0) this.finish();
   }
 
-  failed(e: unknown): void {
+  failed(e: unknown, index: number): void {
+    if (this.outcomes !== undefined) {
+      this.outcomes[index] ??= e;
+      this.applied();
+      return;
+    }
     if (this.settled) return;
     this.settled = true;
     this.reject(e);
@@ -41,6 +48,8 @@ class Publication {
 interface Pending {
   readonly envelope: Envelope;
   readonly publication: Publication;
+  /** The message's index in its publish call. */
+  readonly index: number;
 }
 
 class Partition {
@@ -84,7 +93,7 @@ class Partition {
             for (const p of batch) p.publication.applied();
           },
           (e: unknown) => {
-            for (const p of batch) p.publication.failed(e);
+            for (const p of batch) p.publication.failed(e, p.index);
           },
         )
         .finally(() => {
@@ -142,7 +151,18 @@ export class MemoryBus implements Bus {
    * Queues every message, then hands the touched partitions their work. Nothing is queued unless
    * every topic of the call has a consumer.
    */
-  async publish(envelopes: readonly Envelope[]): Promise<void> {
+  publish(envelopes: readonly Envelope[]): Promise<void> {
+    return this.queue(envelopes);
+  }
+
+  /** `publish`, answered message by message once all are settled (a failure each, or undefined). */
+  async publishEach(envelopes: readonly Envelope[]): Promise<Array<unknown>> {
+    const outcomes = new Array<unknown>(envelopes.length);
+    await this.queue(envelopes, outcomes);
+    return outcomes;
+  }
+
+  private async queue(envelopes: readonly Envelope[], outcomes?: unknown[]): Promise<void> {
     if (this.closed) throw unavailable('the bus is closed');
     const live = new Map<Topic, Group[]>();
     let count = 0;
@@ -156,12 +176,13 @@ export class MemoryBus implements Bus {
       count += groups.length;
     }
     return new Promise<void>((resolve, reject) => {
-      const publication = new Publication(count, resolve, reject);
+      const publication = new Publication(count, resolve, reject, outcomes);
       const touched = new Set<Partition>();
-      for (const envelope of envelopes) {
+      for (let index = 0; index < envelopes.length; index++) {
+        const envelope = envelopes[index]!;
         for (const g of live.get(envelope.topic)!) {
           const partition = g.partitions[partitionOf(envelope.key, g.partitions.length)]!;
-          partition.push({ envelope, publication });
+          partition.push({ envelope, publication, index });
           touched.add(partition);
         }
       }

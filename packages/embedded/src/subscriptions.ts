@@ -13,7 +13,8 @@
  * (dir-lock.ts), so the leases are kept in memory: there is only ever one dispatcher.
  */
 import type { RootDatabase } from 'lmdb';
-import { AdapterError, type DeliveryAttempt, type SubscriptionStore, type WebhookSubscription } from '@otm/core';
+import { WriteGate, gatedCommit } from './disk.js';
+import { type DeliveryAttempt, type SubscriptionStore, type WebhookSubscription } from '@otm/core';
 import { END, SEP } from './keys.js';
 import { pad15, type Str } from './lists.js';
 
@@ -34,20 +35,17 @@ export class LmdbSubscriptionStore implements SubscriptionStore {
     private readonly root: RootDatabase,
     private readonly subs: Str,
     private readonly attempts: Str,
+    /** Whether LMDB takes writes (disk.ts); none: every commit is tried. */
+    private readonly gate?: WriteGate,
   ) {}
 
-  /** Runs `fn` in a write transaction of its own; its result once durable. */
-  private async commit<T>(fn: () => T): Promise<T> {
-    try {
+  /** Runs `fn` in a write transaction of its own; its result once durable (refused while the disk is full: disk.ts). */
+  private commit<T>(fn: () => T): Promise<T> {
+    return gatedCommit(this.gate, 'a subscription change', async () => {
       const result = await this.root.childTransaction(fn);
       await this.root.flushed;
       return result;
-    } catch (e) {
-      throw new AdapterError('lmdb', `lmdb: a subscription change failed (${(e as Error)?.message ?? String(e)})`, {
-        retryable: true,
-        cause: e,
-      });
-    }
+    });
   }
 
   private read(tenant: string, id: string): WebhookSubscription | undefined {

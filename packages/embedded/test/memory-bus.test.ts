@@ -43,6 +43,23 @@ describe('MemoryBus', () => {
     await bus.close();
   });
 
+  it('publishEach answers message by message once all are settled: the failure of each one not applied', async () => {
+    const bus = new MemoryBus({ partitions: 8 });
+    const refused = new Error('no space left');
+    // The batches holding key 'b' fail; every other one is applied.
+    await bus.subscribe(TOPICS.entities, 'g', async (batch) => {
+      await new Promise((r) => setTimeout(r, 1));
+      if (batch.some((e) => e.key === 'b')) throw refused;
+    });
+    const outcomes = await bus.publishEach([env('a', 1), env('b', 2), env('c', 3), env('b', 4)]);
+    expect(outcomes).toHaveLength(4);
+    expect(outcomes[1]).toBe(refused);
+    expect(outcomes[3]).toBe(refused);
+    // 'a' and 'c' go to other partitions than 'b' (8 of them, by key): applied.
+    expect([outcomes[0], outcomes[2]]).toEqual([undefined, undefined]);
+    await bus.close();
+  });
+
   it('hands a handler failure to the publishers of that batch', async () => {
     const bus = new MemoryBus();
     await bus.subscribe(TOPICS.entities, 'g', async () => {

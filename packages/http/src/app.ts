@@ -17,8 +17,12 @@ import Fastify, {
   type FastifyRequest,
 } from 'fastify';
 import {
+  AdapterError,
   DEFAULT_CONNECTION_LIMITS,
   OtmServiceError,
+  StorageRefused,
+  storageAnswer,
+  unavailable,
   ThrottledLog,
   partsDown,
   TokenVerifier,
@@ -128,6 +132,16 @@ const TYPE_OF_STATUS: Record<number, ErrorItem['type']> = {
   415: 'unsupportedMediaType',
   417: 'expectationFailed',
   431: 'headersTooLarge',
+};
+
+/**
+ * The item of every 500: the model's error array like every other error answer (the model's own
+ * `serverError` is a bare string, which no client can tell apart from a document), naming no
+ * internals; the log has the failure.
+ */
+const INTERNAL: ErrorItem = {
+  type: 'internal',
+  message: 'the service failed to answer this request (a fault of the service, logged); try again',
 };
 
 function send(reply: FastifyReply, status: number, items: ErrorItem[], headers: Record<string, string> = {}) {
@@ -318,7 +332,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
       if (status === 500) {
         req.log.error({ err }, 'request failed');
-        reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+        send(reply, 500, [INTERNAL]);
         return;
       }
       send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as ErrorItem]);
@@ -509,14 +523,25 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
 
   // A store that is down fails every request that needs it: one line a while, not a stack a request.
   const unavailableLog = new ThrottledLog(10_000);
-  app.setErrorHandler((err: FastifyError | OtmServiceError, req, reply) => {
+  app.setErrorHandler((thrown: FastifyError | OtmServiceError | AdapterError, req, reply) => {
+    // A store's failure that reached the edge as it was: a refusal for lack of room is a 503 naming
+    // it (core/storage.ts), any other failure a retry can help a 503, the rest a fault (500).
+    let err: FastifyError | OtmServiceError;
+    if (thrown instanceof StorageRefused) err = storageAnswer(thrown);
+    else if (thrown instanceof AdapterError) {
+      if (!thrown.retryable) {
+        req.log.error({ err: thrown }, 'request failed');
+        return send(reply, 500, [INTERNAL]);
+      }
+      err = unavailable(`the ${thrown.adapter} store cannot take this request now: ${thrown.message}`, 5, thrown);
+    } else err = thrown;
     if (err instanceof OtmServiceError) {
       if (err.status >= 500 && err.retryable) {
         const { log, skipped } = unavailableLog.take(`${err.code} ${req.routeOptions.url ?? ''}`);
         if (log)
           req.log.warn({ code: err.code, err: err.message, cause: causeText(err.cause), alsoFailedSince: skipped }, 'request failed');
       } else if (err.status >= 500) req.log.error({ err, code: err.code }, 'request failed');
-      if (err.status === 500) return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+      if (err.status === 500) return send(reply, 500, [INTERNAL]);
       return send(reply, err.status, err.items, err.headers);
     }
     switch (err.code) {
@@ -543,7 +568,7 @@ export function createHttpApp(opts: HttpAppOptions): FastifyInstance {
       return send(reply, status, [{ type: TYPE_OF_STATUS[status] ?? 'invalidJson', message: plainMessage(err, status) } as ErrorItem]);
     }
     req.log.error({ err }, 'request failed');
-    return reply.code(500).type(JSON_TYPE).send(JSON.stringify('internal error'));
+    return send(reply, 500, [INTERNAL]);
   });
 
   // Liveness: 503 once a loop has been down longer than the stall bound (a restart is the cure).

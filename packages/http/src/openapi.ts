@@ -243,7 +243,9 @@ export function openApiDocument(): Record<string, unknown> {
     '414': errorAnswer('A path segment longer than 200 characters'),
     '429': tooManyRequests(QUOTA_429),
     '431': errorAnswer('Request line and headers larger than the limit'),
-    '500': { description: 'A fault of the service', content: json(ref('serverError')) },
+    '500': errorAnswer(
+      "A fault of the service: the error array (type internal) like every other error answer, not the model's bare serverError string",
+    ),
     '503': errorAnswer(`${capitalFirst(CREDENTIAL_UNCHECKED)} (with Retry-After)`),
   };
   for (const k of KINDS) {
@@ -287,7 +289,9 @@ export function openApiDocument(): Record<string, unknown> {
           '415': errorAnswer(
             'A body that is not application/json in UTF-8 (a charset parameter may say utf-8), or sent with a Content-Encoding or a Transfer-Encoding other than chunked',
           ),
-          '503': errorAnswer(`The bus cannot take the write now (with Retry-After); nothing was stored; or ${CREDENTIAL_UNCHECKED}`),
+          '503': errorAnswer(
+            `The bus cannot take the write now, or a store refuses writes for lack of room (type insufficientStorage); with Retry-After; nothing was stored; or ${CREDENTIAL_UNCHECKED}`,
+          ),
         },
         security: [{ BearerToken: [] }],
       },
@@ -324,7 +328,9 @@ export function openApiDocument(): Record<string, unknown> {
           '400': { description: 'A malformed UUID', content: json(ref('clientError')) },
           '404': errorAnswer('No such entity for this tenant'),
           ...common,
-          '503': errorAnswer(`The bus cannot take the delete now (with Retry-After); or ${CREDENTIAL_UNCHECKED}`),
+          '503': errorAnswer(
+            `The bus cannot take the delete now, or a store refuses writes for lack of room (type insufficientStorage); with Retry-After; or ${CREDENTIAL_UNCHECKED}`,
+          ),
         },
         security: [{ BearerToken: [] }],
       },
@@ -352,7 +358,13 @@ export function openApiDocument(): Record<string, unknown> {
           ...common,
           '413': errorAnswer('More than OTM_BULK_LIMIT bytes (as sent, or once decompressed) or OTM_BULK_MAX_ITEMS documents'),
           '415': errorAnswer('A body that is neither JSON nor NDJSON in UTF-8, or compressed otherwise than with gzip'),
-          '503': errorAnswer(`The bus cannot take the writes now (with Retry-After); nothing was stored; or ${CREDENTIAL_UNCHECKED}`),
+          '503': {
+            description:
+              `The bus cannot take the writes now (with Retry-After; nothing was stored; the error array); or ${CREDENTIAL_UNCHECKED}; ` +
+              'or a store refused some of the documents for lack of room: the per-item answer (as 200), with Retry-After, in which every ' +
+              'document not stored has an error item of type insufficientStorage (every document of an atomic request); sending them, or the whole request, again is safe',
+            content: json({ oneOf: [ref('errorItems'), ref('bulkResult')] }),
+          },
         },
         security: [{ BearerToken: [] }],
       },
@@ -859,7 +871,12 @@ export function openApiDocument(): Record<string, unknown> {
               items: {
                 type: 'object',
                 required: ['index'],
-                properties: { index: { type: 'integer' }, id: { type: 'string' }, errors: ref('clientError') },
+                properties: {
+                  index: { type: 'integer' },
+                  id: { type: 'string' },
+                  // The model's items of an invalid document; one insufficientStorage item for a document a store refused.
+                  errors: { oneOf: [ref('clientError'), ref('errorItems')] },
+                },
               },
             },
           },

@@ -5,7 +5,11 @@
 import { holdingMember, type KindSegment, type OtmError } from '@otm/model';
 import {
   OtmServiceError,
+  STORAGE_RETRY_AFTER_SECONDS,
+  StorageRefused,
   TOPICS,
+  storageAnswer,
+  type ErrorItem,
   applyUpdate,
   associationKey,
   associationPlan,
@@ -83,7 +87,24 @@ export interface BulkResult {
   /** Per item: its id when accepted, '' when rejected. */
   readonly ids: readonly string[];
   /** The error items of each rejected item, by index. */
-  readonly errors: ReadonlyMap<number, OtmError[]>;
+  readonly errors: ReadonlyMap<number, ReadonlyArray<OtmError | ErrorItem>>;
+  /**
+   * Set when a store (or the bus) refused some documents for lack of room or for now: they have an
+   * `insufficientStorage` (or `unavailable`) item, and the answer is a 503 with this Retry-After.
+   */
+  readonly retryAfterSeconds?: number;
+}
+
+/** A refusal of some documents of a bulk request by a store: its item, and the Retry-After of its answer. */
+function refusalOf(e: unknown): { item: ErrorItem; retryAfterSeconds: number } | undefined {
+  if (e instanceof StorageRefused) {
+    const answer = storageAnswer(e);
+    return { item: answer.items[0]!, retryAfterSeconds: Number(answer.headers['retry-after']) };
+  }
+  if (e instanceof OtmServiceError && e.retryable && e.status === 503 && e.items.length > 0) {
+    return { item: e.items[0]!, retryAfterSeconds: Number(e.headers['retry-after'] ?? STORAGE_RETRY_AFTER_SECONDS) };
+  }
+  return undefined;
 }
 
 const NOT_ALL: OtmError[] = [{ type: 'invalidField', field: '$', message: 'not accepted: another item of this atomic request is invalid' }];
@@ -182,11 +203,13 @@ export class Ingress {
   async bulk(tenant: string, kind: KindSegment, checked: CheckedBulk, atomic: boolean): Promise<BulkResult> {
     const count = checked.count;
     const envelopes: Envelope[] = [];
-    const errors = new Map(checked.rejected);
+    const errors = new Map<number, ReadonlyArray<OtmError | ErrorItem>>(checked.rejected);
     const { outcome, texts, spans } = checked;
     const body =
       checked.body === undefined ? undefined : Buffer.from(checked.body.buffer, checked.body.byteOffset, checked.body.byteLength);
     const ids = checked.ids.slice();
+    /** The item of each message (an item may have two: a telemetry event holding entities inline). */
+    const itemOf: number[] = [];
     const acceptedAt = this.now();
     for (let index = 0; index < count; index++) {
       const kept = outcome[index];
@@ -207,6 +230,7 @@ export class Ingress {
           index,
         );
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
+        itemOf.push(index);
       } else if (kept === OUTCOME.other) {
         try {
           const doc = JSON.parse(texts[index]!) as Record<string, unknown>;
@@ -214,9 +238,10 @@ export class Ingress {
           const now = this.prepareChecked(tenant, kind, { key: checked.keys[index]!, doc });
           const p = now instanceof Promise ? await now : now;
           envelopes.push(...p.envelopes);
+          for (const _ of p.envelopes) itemOf.push(index);
         } catch (e) {
           if (!(e instanceof OtmServiceError && e.status === 400)) throw e;
-          errors.set(index, e.items as OtmError[]);
+          errors.set(index, e.items);
           ids[index] = '';
         }
       } else ids[index] = '';
@@ -225,8 +250,43 @@ export class Ingress {
       for (let index = 0; index < count; index++) if (!errors.has(index)) errors.set(index, NOT_ALL);
       return { count, ids: ids.fill(''), errors };
     }
-    if (envelopes.length > 0) await this.deps.bus.publish(envelopes);
-    return { count, ids, errors };
+    if (envelopes.length === 0) return { count, ids, errors };
+    const bus = this.deps.bus;
+    // Which documents were not stored: by message where the bus tells (in-process), else all of them.
+    let failures: Map<number, unknown>;
+    if (bus.publishEach !== undefined) {
+      const outcomes = await bus.publishEach(envelopes);
+      failures = new Map();
+      outcomes.forEach((e, i) => {
+        if (e !== undefined && !failures.has(itemOf[i]!)) failures.set(itemOf[i]!, e);
+      });
+    } else {
+      try {
+        await bus.publish(envelopes);
+        return { count, ids, errors };
+      } catch (e) {
+        failures = new Map(itemOf.map((item) => [item, e]));
+      }
+    }
+    if (failures.size === 0) return { count, ids, errors };
+    const refusals = [...failures.values()].map(refusalOf);
+    // Not a refusal a retry cures (a fault): the whole request fails, as a single PUT would.
+    const faultAt = refusals.findIndex((r) => r === undefined);
+    if (faultAt >= 0) throw [...failures.values()][faultAt] as Error;
+    const retryAfterSeconds = Math.max(...refusals.map((r) => r!.retryAfterSeconds));
+    if (atomic) {
+      // All or nothing: every document is refused (those stored are stored again, unchanged, when it is sent again).
+      const first = refusals[0]!.item;
+      const item = { type: first.type, message: `not accepted, with the whole atomic request: ${first.message}` } as ErrorItem;
+      for (let index = 0; index < count; index++) errors.set(index, [item]);
+      return { count, ids: ids.fill(''), errors, retryAfterSeconds };
+    }
+    let k = 0;
+    for (const item of failures.keys()) {
+      errors.set(item, [refusals[k++]!.item]);
+      ids[item] = '';
+    }
+    return { count, ids, errors, retryAfterSeconds };
   }
 
   /** Deletes every lifecycle version of the entity; 404 when there is none. */

@@ -70,7 +70,8 @@ export function bulkAnswer({ count, ids, errors }: BulkResult): string {
     }
     let text: string | undefined;
     if (listing) {
-      const capped = cappedErrors(e);
+      // A store's refusal is one item; the model's items of an invalid document are capped.
+      const capped = e.length === 1 ? e : cappedErrors(e as OtmError[]);
       text = JSON.stringify(capped);
       const bytes = Buffer.byteLength(text);
       if (listed + capped.length <= ANSWER_ERRORS && listedBytes + bytes <= ANSWER_ERROR_BYTES) {
@@ -202,6 +203,11 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
         // The quotas count documents: the request's arrival took one, its other documents now.
         if (checked.count > 1) await req.server.chargeQuota(req, reply, checked.count - 1, checked.count);
         const result = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
+        // Documents a store refused for lack of room (or for now): 503, Retry-After, and the
+        // per-item answer that says which documents were stored and which to send again.
+        if (result.retryAfterSeconds !== undefined) {
+          return reply.code(503).header('retry-after', String(result.retryAfterSeconds)).type(JSON_TYPE).send(bulkAnswer(result));
+        }
         return reply.code(200).type(JSON_TYPE).send(bulkAnswer(result));
       },
     );

@@ -11,6 +11,7 @@ import {
   type EntityStore,
   type EventStore,
   type Logger,
+  type Monitored,
   type RateLimiter,
   type StreamSlots,
   type SubscriptionStore,
@@ -45,6 +46,12 @@ export interface Adapters {
    * query process, with the Redis entity store; undefined: each process counts its own (in memory).
    */
   readonly streamSlots?: StreamSlots;
+  /**
+   * Whether each store takes writes (a full disk, Redis out of memory, ClickHouse out of space or
+   * parts: kind `store`), and the embedded event log's background work (kind `loop`), for the
+   * process's /readyz and /healthz (core/health.ts).
+   */
+  parts?(): Iterable<Monitored>;
   /**
    * Creates ClickHouse tables and Kafka topics where those are used, then, with the Redis entity
    * store, lists the entities stored without lists (by 0.1.0); idempotent.
@@ -82,6 +89,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
   const lmdb = () =>
     (embedded ??= openEmbeddedStores(config.dataDir, {
       warn: (m) => logger.warn(m),
+      info: (m) => logger.info(m),
       // The feed and the latest positions are the entity store's: the event log records them for
       // its events only beside the embedded one (else the telemetry worker records them in Redis).
       telemetryEffects: config.entityStore === 'embedded',
@@ -145,6 +153,7 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
     subscriptions,
     apiKeys,
     ...(redis === undefined ? {} : { rateLimiter: redis.rateLimiter, streamSlots: redis.streamSlots }),
+    parts: () => [...(embedded?.parts() ?? []), ...(redis?.parts() ?? []), ...(clickhouse?.parts() ?? [])],
     migrate: async () => {
       if (clickhouse) await clickhouse.migrate();
       if (kafka) {

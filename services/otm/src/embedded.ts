@@ -9,20 +9,20 @@ import { ALL_ROLES, createService, type Service } from './service.js';
 
 export type EmbeddedService = Service;
 
+/** The adapters of `otm serve`: the in-process bus, LMDB and the event log, in `dataDir`. */
+export const embeddedAdapterConfig = (dataDir: string) =>
+  ({
+    dataDir,
+    bus: 'memory',
+    kafkaBrokers: [],
+    entityStore: 'embedded',
+    redisUrl: undefined,
+    eventStore: 'embedded',
+    clickhouseUrl: undefined,
+  }) as const;
+
 /** The embedded deployment's adapters on `dataDir`: the in-process bus, LMDB, the event log. */
-export const openEmbeddedAdapters = (dataDir: string, logger: Logger): Adapters =>
-  openAdapters(
-    {
-      dataDir,
-      bus: 'memory',
-      kafkaBrokers: [],
-      entityStore: 'embedded',
-      redisUrl: undefined,
-      eventStore: 'embedded',
-      clickhouseUrl: undefined,
-    },
-    logger,
-  );
+export const openEmbeddedAdapters = (dataDir: string, logger: Logger): Adapters => openAdapters(embeddedAdapterConfig(dataDir), logger);
 
 export async function createEmbeddedService(
   config: Pick<Config, 'dataDir' | 'bodyLimit' | 'maxDepth'> & {

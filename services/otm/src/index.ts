@@ -1,4 +1,4 @@
-export { createEmbeddedService, openEmbeddedAdapters, type EmbeddedService } from './embedded.js';
+export { createEmbeddedService, embeddedAdapterConfig, openEmbeddedAdapters, type EmbeddedService } from './embedded.js';
 export { createService, ALL_ROLES, GROUPS, type Roles, type Service } from './service.js';
 export { openAdapters, type Adapters, type AdapterOptions } from './adapters.js';
 export { main } from './cli.js';

@@ -132,6 +132,7 @@ export async function createService(
   const health = new Health();
   const subscriptions: Subscription[] = [];
   health.watch(() => subscriptions);
+  health.watch(() => adapters.parts?.() ?? []);
   if (roles.entityWorker) subscriptions.push(await bus.subscribe(TOPICS.entities, GROUPS.entities, entityWorker(entities, { logger })));
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};

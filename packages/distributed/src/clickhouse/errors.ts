@@ -8,11 +8,16 @@
  * - Anything else (ClickHouse unreachable, a timeout, a connection closed under way, the server
  *   busy or out of memory, a table not created yet): a retryable 503 (`unavailable`); the worker
  *   retries, then the batch is replayed, and an HTTP caller is told to come back later.
+ * - Refused for lack of room: NOT_ENOUGH_SPACE (243; also any failure that says "No space left on
+ *   device", e.g. CANNOT_WRITE_TO_FILE_DESCRIPTOR), TOO_MANY_PARTS (252: inserts come faster than
+ *   merges): a StorageRefused (core/storage.ts), retryable, which marks the store's write state
+ *   down (the worker's /readyz names it) until an insert succeeds; the worker retries without
+ *   committing its offsets, so the lag grows and nothing acknowledged is lost.
  * ClickHouse 18.16 answers `Code: 27, e.displayText() = DB::Exception: …` (the client hands that
  * on as a plain Error); a current ClickHouse `Code: 27. DB::Exception: … (TYPE)`, which the client
  * parses into a ClickHouseError with `code`. Both are read here.
  */
-import { AdapterError, OtmServiceError, unavailable } from '@otm/core';
+import { AdapterError, OtmServiceError, StorageRefused, unavailable, type RefusalCause, type WriteState } from '@otm/core';
 import { errorText } from '../error-text.js';
 
 /** ClickHouse error codes that say the request is malformed (the names are ClickHouse's). */
@@ -41,9 +46,27 @@ export function clickhouseErrorCode(e: unknown): number | undefined {
   return m ? Number(m[1]) : undefined;
 }
 
-/** The error to throw for a failed ClickHouse request: non-retryable when refused as malformed, else a retryable 503. */
-export function clickhouseFailure(e: unknown): Error {
+/** Why ClickHouse refused a write for lack of room, if it did. */
+export function clickhouseRefusal(e: unknown): RefusalCause | undefined {
+  const code = clickhouseErrorCode(e);
+  if (code === 252) return 'too-many-parts'; // TOO_MANY_PARTS
+  if (code === 243) return 'no-space'; // NOT_ENOUGH_SPACE
+  const text = errorText(e);
+  if (/No space left on device/i.test(text)) return 'no-space';
+  if (/Too many parts/i.test(text)) return 'too-many-parts';
+  return undefined;
+}
+
+/**
+ * The error to throw for a failed ClickHouse request: non-retryable when refused as malformed, a
+ * StorageRefused when refused for lack of room (`writes` marked down), else a retryable 503.
+ */
+export function clickhouseFailure(e: unknown, writes?: WriteState): Error {
   if (e instanceof AdapterError || e instanceof OtmServiceError) return e; // classified already
+  const refusal = clickhouseRefusal(e);
+  if (refusal !== undefined) {
+    return writes === undefined ? new StorageRefused('clickhouse', refusal, errorText(e), e) : writes.refuse(refusal, errorText(e), e);
+  }
   const code = clickhouseErrorCode(e);
   if (code !== undefined && MALFORMED.has(code)) {
     return new AdapterError('clickhouse', `refused as malformed: ${errorText(e)}`, { retryable: false, cause: e });

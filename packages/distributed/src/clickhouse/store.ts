@@ -23,6 +23,8 @@ import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickh
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  WriteState,
+  type Monitored,
   positionOfFix,
   LIFECYCLES,
   type DocumentWrite,
@@ -443,14 +445,26 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
    */
   private async insert<R>(table: string, format: RowFormat<R>, values: readonly R[]): Promise<void> {
     if (values.length === 0) return;
-    await this.run(async () => {
+    try {
       const query = `INSERT INTO ${table} (${format.columns.join(', ')}) FORMAT TabSeparated`;
       const { stream } = await this.client.exec({ query, values: Readable.from(tsvPieces(values, format.line)) });
       // The answer is empty; reading it to the end hands the socket back to the keep-alive pool.
       for await (const _ of stream) {
         // nothing to read
       }
-    });
+    } catch (e) {
+      // Out of space or parts: a StorageRefused, and the store's write state down (errors.ts).
+      throw clickhouseFailure(e, this.writes);
+    }
+    this.writes.ok();
+  }
+
+  /** Whether ClickHouse takes inserts: down from one refused for lack of room until one succeeds (errors.ts). */
+  readonly writes = new WriteState('clickhouse');
+
+  /** The store's write state, for the process's /readyz (core/health.ts). */
+  parts(): Monitored[] {
+    return [this.writes.part];
   }
 
   /**

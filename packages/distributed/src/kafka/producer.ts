@@ -23,7 +23,7 @@
  * seconds while Kafka is away instead of holding every later publish behind it.
  */
 import type { Kafka, Producer } from 'kafkajs';
-import { OtmServiceError, encodeMessage, unavailable, type Envelope } from '@otm/core';
+import { OtmServiceError, encodeMessage, insufficientStorage, unavailable, writesRefused, type Envelope } from '@otm/core';
 import { errorText } from '../error-text.js';
 import { producerConfig, type ResolvedKafkaOptions } from './options.js';
 import { PACK_MAX_BYTES, packRecords } from './record-pack.js';
@@ -124,6 +124,15 @@ export class Publisher {
     } catch (e) {
       done.catch(() => {}); // settles later; its outcome no longer matters
       if (e instanceof OtmServiceError) throw e;
+      // A broker whose log directory failed (a full disk, most often): said so, counted, still a 503.
+      if (kafkaStorageError(e)) {
+        writesRefused.inc({ store: 'kafka', cause: 'no-space' });
+        throw insufficientStorage(
+          `not stored: kafka refused the messages for a failed log directory (KAFKA_STORAGE_ERROR: most often a full disk on a broker): ${errorText(e)}; send them again later`,
+          retryAfterSeconds,
+          e,
+        );
+      }
       throw unavailable(`kafka refused the messages: ${errorText(e)}`, retryAfterSeconds, e);
     }
   }
@@ -192,4 +201,17 @@ export class Publisher {
     const producer = this.producer ?? (await this.producerConnect?.catch(() => undefined));
     await producer?.disconnect().catch(() => {});
   }
+}
+
+/**
+ * Whether kafkajs failed for a broker's storage (KAFKA_STORAGE_ERROR, code 56: "Disk error when
+ * trying to access log file on the disk"), itself or as the cause of its retries running out.
+ */
+export function kafkaStorageError(e: unknown): boolean {
+  for (let c = e, depth = 0; c !== null && typeof c === 'object' && depth < 8; depth++) {
+    const { type, code } = c as { type?: unknown; code?: unknown };
+    if (type === 'KAFKA_STORAGE_ERROR' || code === 56) return true;
+    c = (c as { cause?: unknown; originalError?: unknown }).cause ?? (c as { originalError?: unknown }).originalError;
+  }
+  return false;
 }

@@ -13,6 +13,8 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  WriteState,
+  type Monitored,
   decodeVersionBytes,
   type EntityStore,
   type EntityTx,
@@ -135,8 +137,8 @@ export class RedisEntityStore implements EntityStore {
     this.rateLimiter = new RedisRateLimiter(this.redis, opts.prefix ?? 'otm');
     this.streamSlots = new RedisStreamSlots(this.redis, opts.prefix ?? 'otm');
     this.telemetry = {
-      appendFeed: (entries) => this.feed.append(entries),
-      updatePositions: (fixes) => this.positions.update(fixes),
+      appendFeed: (entries) => this.wrote(this.feed.append(entries)),
+      updatePositions: (fixes) => this.wrote(this.positions.update(fixes)),
     };
   }
 
@@ -149,8 +151,24 @@ export class RedisEntityStore implements EntityStore {
   private guard = <T>(p: Promise<T>): Promise<T> => (this.ownsClient ? p.catch(this.toFailure) : this.bounded(p));
 
   private readonly toFailure = (e: unknown): never => {
-    throw redisFailure(e);
+    throw redisFailure(e, this.writes);
   };
+
+  /** Whether Redis takes writes: down from one refused for lack of memory until a write succeeds (errors.ts). */
+  readonly writes = new WriteState('redis');
+
+  /** The store's write state, for the process's /readyz (core/health.ts). */
+  parts(): Monitored[] {
+    return [this.writes.part];
+  }
+
+  /** A write's outcome: a success tells the write state Redis takes writes again. */
+  private wrote<T>(p: Promise<T>): Promise<T> {
+    return p.then((r) => {
+      this.writes.ok();
+      return r;
+    });
+  }
 
   private async bounded<T>(p: Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
@@ -225,7 +243,7 @@ export class RedisEntityStore implements EntityStore {
 
   /** A unit of work: reads through its own writes, one MULTI/EXEC (transactions.ts). */
   unit<T>(work: (tx: EntityTx) => Promise<T>): Promise<T> {
-    return this.units.run(work);
+    return this.wrote(this.units.run(work));
   }
 
   async ready(): Promise<boolean> {

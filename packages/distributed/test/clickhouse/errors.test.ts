@@ -1,6 +1,6 @@
 /** Which ClickHouse failures a retry can help (no I/O): the error texts of 18.16 and of a current ClickHouse, and the SQL builders' refusals. */
 import { describe, expect, it } from 'vitest';
-import { AdapterError, OtmServiceError } from '@otm/core';
+import { AdapterError, OtmServiceError, StorageRefused, WriteState } from '@otm/core';
 import { ClickHouseEventStore, eventGetSql, eventPlacementsSql, eventStoreDdl } from '../../src/index.js';
 import { clickhouseErrorCode, clickhouseFailure } from '../../src/clickhouse/errors.js';
 
@@ -30,12 +30,51 @@ describe('clickhouseFailure', () => {
     [new Error('socket hang up')],
     [new Error("Code: 60, e.displayText() = DB::Exception: Table otm.otm_events doesn't exist., e.what() = DB::Exception")],
     [new Error('Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded, e.what() = DB::Exception')],
-    [current('252', 'TOO_MANY_PARTS', 'Too many parts')],
     ['a string'],
   ])('anything else is a retryable 503 (%s)', (failure) => {
     const e = clickhouseFailure(failure);
     expect(e).toBeInstanceOf(OtmServiceError);
     expect(e).toMatchObject({ status: 503, retryable: true, cause: failure });
+  });
+
+  it.each([
+    [
+      'too-many-parts',
+      new Error(
+        'Code: 252, e.displayText() = DB::Exception: Too many parts (300). Merges are processing significantly slower than inserts., e.what() = DB::Exception',
+      ),
+    ],
+    [
+      'too-many-parts',
+      current(
+        '252',
+        'TOO_MANY_PARTS',
+        'Too many parts (300 with average size of 820.86 KiB). Merges are processing significantly slower than inserts. ',
+      ),
+    ],
+    [
+      'no-space',
+      current(
+        '243',
+        'NOT_ENOUGH_SPACE',
+        'Could not perform insert: less than 1048576 free bytes left in the disk space (0). Configure this limit with user settings min_free_disk_bytes_to_perform_insert or min_free_disk_ratio_to_perform_insert',
+      ),
+    ],
+    ['no-space', new Error('Code: 243, e.displayText() = DB::Exception: Not enough space for merging parts, e.what() = DB::Exception')],
+    [
+      'no-space',
+      new Error(
+        'Code: 75, e.displayText() = DB::Exception: Cannot write to file /var/lib/clickhouse/data/otm/otm_events/tmp_insert_1_2_2_0/data.bin, errno: 28, strerror: No space left on device, e.what() = DB::ErrnoException',
+      ),
+    ],
+  ])('refused for lack of room (%s): a retryable StorageRefused, and the write state down', (cause, failure) => {
+    const writes = new WriteState('clickhouse');
+    const e = clickhouseFailure(failure, writes);
+    expect(e).toBeInstanceOf(StorageRefused);
+    expect(e).toMatchObject({ store: 'clickhouse', refusal: cause, retryable: true, cause: failure });
+    expect(writes.part.status()).toMatchObject({ up: false, reason: expect.stringMatching(/^refuses writes: /) });
+    // Without a write state (a caller that keeps none): the same refusal.
+    expect(clickhouseFailure(failure)).toMatchObject({ refusal: cause, retryable: true });
   });
 
   it('an error classified already is kept as it is', () => {

@@ -1,6 +1,7 @@
 /** Produce requests under their bounds, and the producer's configuration (no I/O). */
+import { KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { PRODUCER_RETRIES, produceChunks, producerConfig } from '../../src/index.js';
+import { PRODUCER_RETRIES, kafkaStorageError, produceChunks, producerConfig } from '../../src/index.js';
 
 describe('producer', () => {
   it('produceChunks: at most the count and the bytes a request, a larger message alone, order kept', () => {
@@ -23,5 +24,28 @@ describe('producer', () => {
     // kafkajs refuses an idempotent producer without retries.
     expect(config.retry?.retries).toBe(PRODUCER_RETRIES);
     expect(PRODUCER_RETRIES).toBeGreaterThanOrEqual(1);
+  });
+
+  it("kafkaStorageError: a broker's failed log directory (KAFKA_STORAGE_ERROR, 56), itself or as the cause of kafkajs' retries running out", () => {
+    // As kafkajs makes it from the broker's answer (protocol/error.js, code 56).
+    const storage = new KafkaJSProtocolError(
+      Object.assign(new Error('Disk error when trying to access log file on the disk'), {
+        type: 'KAFKA_STORAGE_ERROR',
+        code: 56,
+        retriable: true,
+      }),
+    );
+    expect(kafkaStorageError(storage)).toBe(true);
+    expect(kafkaStorageError(new KafkaJSNumberOfRetriesExceeded(storage, { retryCount: 5, retryTime: 100 }))).toBe(true);
+    const replicas = new KafkaJSProtocolError(
+      Object.assign(new Error('Messages are rejected since there are fewer in-sync replicas than required'), {
+        type: 'NOT_ENOUGH_REPLICAS',
+        code: 19,
+        retriable: true,
+      }),
+    );
+    expect(kafkaStorageError(replicas)).toBe(false);
+    expect(kafkaStorageError(new Error('Connection timeout'))).toBe(false);
+    expect(kafkaStorageError(undefined)).toBe(false);
   });
 });

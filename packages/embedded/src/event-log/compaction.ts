@@ -14,13 +14,16 @@
  *   the index from the log does not bring that version back.
  * - A start after a crash keeps the old generation when the move had not begun, finishes a move
  *   that a `moving` mark says was under way, and removes the other files (recovery.ts).
- * - Once LMDB failed to commit a step, no more compaction runs in this process.
+ * - A step LMDB did not commit is tried again (with backoff) until it commits or the store closes;
+ *   a compaction that failed otherwise is tried again at the next look. Either way the failure is
+ *   logged, and compaction's part is down (core/health.ts) unless the cause is a lack of room.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import type { Database } from 'lmdb';
-import { AdapterError } from '@otm/core';
+import { AdapterError, PartState, ThrottledLog, backoffDelay, fileRefusal, reasonOf } from '@otm/core';
+import { commitCause, holdTurn } from '../disk.js';
 import { decodePos, encodePos, type IndexWriter, type Pos } from './index-writer.js';
 import { eventLogBytes, eventLogCompactions, eventLogReclaimedBytes } from './metrics.js';
 import { HEADER, docStart, isPut } from './record.js';
@@ -102,8 +105,11 @@ export class Compactor {
   private readonly timer: NodeJS.Timeout | undefined;
   /** A segment sealed or an event deleted since compaction last looked. */
   private changedSinceLook = true;
-  /** Set when LMDB failed to commit a compaction's move: no more compaction in this process. */
-  private stopped = false;
+  /** Whether compaction works: down from a failure (other than a lack of room) until a look succeeds. */
+  readonly part = new PartState('event log compaction', 'loop');
+  private readonly failureLog = new ThrottledLog(60_000);
+  /** Ends the wait of a step's retry (`step`) when the store closes. */
+  private wake: (() => void) | undefined;
 
   constructor(private readonly ctx: CompactionContext) {
     const every = ctx.options?.intervalMs ?? 10 * 60_000;
@@ -111,9 +117,62 @@ export class Compactor {
       this.timer = setInterval(() => {
         if (!this.changedSinceLook || this.compacting) return;
         this.changedSinceLook = false;
-        this.compact().catch((e: unknown) => ctx.warn?.(`event log compaction stopped: ${(e as Error)?.message ?? e}`));
+        this.compact().then(
+          () => this.part.up(),
+          async (e: unknown) => {
+            // Looked at again at the next interval, whatever changed since; never a silent stop.
+            this.changedSinceLook = true;
+            const cause = await commitCause(e);
+            const room = fileRefusal(cause) !== undefined;
+            // A lack of room is a store refusing writes (readiness), not a loop that a restart cures.
+            if (!room) this.part.down(`compaction failed (${reasonOf(cause)}); tried again every ${Math.round(every / 1000)} s`);
+            ctx.warn?.(
+              `event log compaction failed (${reasonOf(cause)}); tried again in ${Math.round(every / 1000)} s${room ? ': the disk has no room for the compacted segment' : ''}`,
+            );
+          },
+        );
       }, every);
       this.timer.unref();
+    }
+  }
+
+  /**
+   * Runs one LMDB step of a compaction until it commits: a failure (a full disk, an I/O error) is
+   * logged (at most once a minute), the part is down for any other cause than a lack of room, and
+   * the step is tried again after a backoff. False when the store closed meanwhile.
+   */
+  private async step(what: string, run: () => Promise<unknown>): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const running = run();
+        holdTurn(this.ctx.meta); // a failed commit leaves no rejection unhandled (disk.ts)
+        await running;
+        if (attempt > 1) {
+          this.part.up();
+          this.ctx.warn?.(`event log compaction: LMDB committed ${what} after ${attempt - 1} failed attempts`);
+        }
+        return true;
+      } catch (e) {
+        const cause = await commitCause(e);
+        if (this.ctx.closed()) return false;
+        const delay = backoffDelay(attempt, { initialMs: 500, maxMs: 30_000 });
+        if (fileRefusal(cause) === undefined) this.part.down(`LMDB did not commit ${what} (${reasonOf(cause)}); tried again with backoff`);
+        const { log, skipped } = this.failureLog.take(what);
+        if (log) {
+          this.ctx.warn?.(
+            `event log compaction: LMDB did not commit ${what} (${reasonOf(cause)}); tried again in ${delay} ms${skipped > 0 ? ` (${skipped} more failures)` : ''}`,
+          );
+        }
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.wake = undefined;
+        if (this.ctx.closed()) return false;
+      }
     }
   }
 
@@ -125,6 +184,7 @@ export class Compactor {
   /** Stops looking, and waits for a compaction under way to stop. */
   async stop(): Promise<void> {
     clearInterval(this.timer);
+    this.wake?.();
     await this.compacting?.catch(() => {});
   }
 
@@ -148,7 +208,11 @@ export class Compactor {
     // The index changes waiting for their batch go now: a segment is compacted only once the
     // index and its checkpoint have moved past it.
     await writer.flush();
-    if (writer.failed || this.stopped) return result;
+    // Index commits failing: compaction waits until they succeed (looked at again next time).
+    if (writer.retrying) {
+      this.changedSinceLook = true;
+      return result;
+    }
     const live = await this.liveBytes();
     for (const n of segments.segs.filter((x) => x < segments.seg)) {
       if (this.ctx.closed()) break;
@@ -203,7 +267,7 @@ export class Compactor {
    * not possible yet.
    */
   private async compactSegment(n: number, minDeadRatio: number): Promise<{ removed: boolean; reclaimed: number } | undefined> {
-    const { index, meta, segments, writer, options, warn } = this.ctx;
+    const { index, meta, segments, writer, options } = this.ctx;
     // Not while index changes that point into the segment, or the checkpoint, are uncommitted.
     if (Number(writer.committed.split(':')[0]) <= n) return undefined;
     for (const p of writer.recent.values()) if (p.seg === n) return undefined;
@@ -237,59 +301,42 @@ export class Compactor {
       await options?.onStep?.('written', n);
       // Closed while it ran (a shutdown): the same compaction can run again after the next start.
       if (this.ctx.closed()) throw new AdapterError('event-log', 'event store closed', { retryable: true });
-      const stop = (e: unknown, what: string): undefined => {
-        this.stopped = true;
-        warn?.(`event log compaction stopped until the next start: LMDB did not commit ${what} (${(e as Error)?.message ?? e})`);
-        return undefined;
-      };
-
       if (kept.length > 0) {
-        try {
-          await meta.put(movingKey(n), String(newGen));
-        } catch (e) {
-          return stop(e, `the start of segment ${n}'s move`); // nothing points at the new file: removed below
-        }
+        // Each LMDB step is tried until it commits (`step`), or the store closes.
+        if (!(await this.step(`the start of segment ${n}'s move`, () => meta.put(movingKey(n), String(newGen))))) return undefined; // nothing points at the new file: removed below
         newFile = undefined; // part of the log from here on: a start finishes the move
         const chunk = Math.max(1, options?.moveChunk ?? MOVE_CHUNK);
         const puts = kept.filter((r) => r.put);
         for (let i = 0; i < puts.length; i += chunk) {
           // One turn: these entries go to LMDB together. Until they are committed, reads find the
-          // old positions, in the old file, which stays until the move is over.
-          let committed: Promise<boolean> | undefined;
-          for (let j = i; j < Math.min(puts.length, i + chunk); j++) {
-            const r = puts[j]!;
-            if (!this.isAt(r.k, n, oldGen, r.off)) continue;
-            committed = index.put(r.k, encodePos({ seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len }));
-          }
-          try {
-            await committed;
-          } catch (e) {
-            // Reads go on from the old positions; the next start finishes the move.
-            return stop(e, `a step of segment ${n}'s move`);
-          }
+          // old positions, in the old file, which stays until the move is over. Tried again, an
+          // entry already moved is not at the old place any more and is left alone.
+          const moveChunk = (): Promise<unknown> => {
+            let committed: Promise<boolean> | undefined;
+            for (let j = i; j < Math.min(puts.length, i + chunk); j++) {
+              const r = puts[j]!;
+              if (!this.isAt(r.k, n, oldGen, r.off)) continue;
+              committed = index.put(r.k, encodePos({ seg: n, gen: newGen, off: r.to + (r.off - r.start), len: r.len }));
+            }
+            return committed ?? Promise.resolve(true);
+          };
+          // Reads go on from the old positions meanwhile; a stop: the next start finishes the move.
+          if (!(await this.step(`a step of segment ${n}'s move`, moveChunk))) return undefined;
           await options?.onStep?.('moved', n);
           if (this.ctx.closed()) return undefined; // the next start finishes the move
         }
         // No position names the old generation now: the new one becomes the segment's.
         segments.gens.set(n, newGen);
-        const flip = meta.put(genKey(n), String(newGen));
-        void meta.remove(movingKey(n));
-        try {
-          await flip;
-        } catch (e) {
-          return stop(e, `the end of segment ${n}'s move`);
-        }
+        const flipped = await this.step(`the end of segment ${n}'s move`, () =>
+          Promise.all([meta.put(genKey(n), String(newGen)), meta.remove(movingKey(n))]),
+        );
+        if (!flipped) return undefined; // the next start finishes the move
       } else {
         // Nothing in it is live: the segment goes.
         segments.gens.delete(n);
         segments.segs = segments.segs.filter((x) => x !== n);
-        try {
-          await meta.put(genKey(n), GONE);
-        } catch (e) {
-          segments.gens.set(n, oldGen);
-          segments.segs = [...segments.segs, n].sort((a, b) => a - b);
-          return stop(e, `segment ${n}'s removal`);
-        }
+        // A stop before it commits: the next start keeps the segment (nothing in it is live).
+        if (!(await this.step(`segment ${n}'s removal`, () => meta.put(genKey(n), GONE)))) return undefined;
       }
       segments.retire(n, oldGen);
       await options?.onStep?.('committed', n);
@@ -299,7 +346,12 @@ export class Compactor {
       // In the thread pool: removing a large file takes long enough to hold up the event loop.
       await fs.promises.unlink(oldFile);
       await segments.syncDirAsync();
-      if (kept.length === 0) await meta.remove(genKey(n));
+      // Left behind should this fail: a start removes the marks of segments that are gone.
+      if (kept.length === 0) {
+        const removed = meta.remove(genKey(n));
+        holdTurn(meta);
+        await removed.catch(() => {});
+      }
       const reclaimed = size - bytes;
       eventLogBytes.dec(reclaimed);
       eventLogCompactions.inc();

@@ -11,8 +11,13 @@
  *   the same LMDB transaction as the changes it covers: committed together or not at all. A start
  *   replays the log from it (recovery.ts), so an index behind the log catches up. Transactions
  *   commit in the order their changes were queued, which is the order of the log.
- * - Once a commit failed, the checkpoint is never moved past the changes it lost: every later
- *   batch writes the last committed checkpoint again, so that the next start replays them.
+ * - A commit that fails (a full disk, an I/O error) is tried again, with backoff, before anything
+ *   queued after it (its changes go back to the head of the queue, and stay readable in `recent`
+ *   meanwhile); each attempt's failure is logged at most once a while; a lack of room marks
+ *   LMDB's write state down (readiness only), any other cause the writer's part (a loop: /healthz
+ *   turns red should it never succeed); both are up again at the first commit that succeeds. While a
+ *   failed batch waits, the checkpoint is put back to the last one committed before it, so that a
+ *   start in between replays its changes; a change a later batch replaced is not written again.
  * - What the store keeps besides the index (effects.ts: the lists of events, which are also the
  *   tracks, and the feed entries and latest positions) is written in the same transaction, from
  *   the changes the entries carry.
@@ -21,7 +26,8 @@
  *   them (feed.ts).
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { AdapterError } from '@otm/core';
+import { AdapterError, PartState, ThrottledLog, backoffDelay, fileRefusal, reasonOf } from '@otm/core';
+import { commitCause, holdTurn, type WriteGate } from '../disk.js';
 import { RANKS_DOWN } from '../keys.js';
 import type { Fix } from '../positions.js';
 import type { EventChange, EventEffects } from './effects.js';
@@ -127,10 +133,16 @@ export class IndexWriter {
   private handedOver = false;
   /** Changes handed to LMDB so far (for `flush`). */
   private taken = 0;
-  /** Set when LMDB failed to commit index changes: the checkpoint then stays where it was. */
-  private indexFailed = false;
-  /** The checkpoint LMDB last committed (at start: where recovery left the index). */
+  /** Failed commits in a row (0: the last one succeeded); while above 0, a failed batch waits to be tried again. */
+  private failures = 0;
+  /** When the failed batch is tried again. */
+  private retryTimer: NodeJS.Timeout | undefined;
+  /** The checkpoint LMDB last committed with every change before it (at start: where recovery left the index). */
   private committedCheckpoint = '';
+  private readonly failureLog = new ThrottledLog(30_000);
+  private stopped = false;
+  /** Whether the index commits succeed: down from a failed commit until one succeeds. */
+  readonly part = new PartState('event index commits', 'loop');
 
   constructor(
     private readonly root: RootDatabase,
@@ -138,6 +150,8 @@ export class IndexWriter {
     private readonly meta: Database<string, string>,
     private readonly warn: ((message: string) => void) | undefined,
     private readonly effects: EventEffects,
+    /** LMDB's write state (disk.ts): told of commits that fail for lack of room, and of those that succeed. */
+    private readonly gate?: WriteGate,
   ) {}
 
   /** Where recovery left the index: the log is applied up to `checkpoint`, durably. */
@@ -150,9 +164,16 @@ export class IndexWriter {
     return this.recent.size;
   }
 
-  /** Whether a commit of the index failed in this process. */
-  get failed(): boolean {
-    return this.indexFailed;
+  /** Whether a failed commit of the index waits to be tried again. */
+  get retrying(): boolean {
+    return this.failures > 0;
+  }
+
+  /** No more commits are tried (the store closes). */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
   }
 
   /** The checkpoint LMDB last committed. */
@@ -218,8 +239,9 @@ export class IndexWriter {
     clearTimeout(this.indexTimer);
     this.indexTimer = undefined;
     // One batch at a time is handed over: the next once the callback of this one has run, in a
-    // later turn, so that the callbacks of two batches never run back to back in one turn.
-    if (this.handedOver) return;
+    // later turn, so that the callbacks of two batches never run back to back in one turn. After a
+    // failure, nothing until the retry is due.
+    if (this.handedOver || this.retryTimer !== undefined) return;
     const queued = this.indexQueue;
     if (queued.length === 0) return;
     let todo = queued;
@@ -244,14 +266,22 @@ export class IndexWriter {
         this.indexTimer = setTimeout(() => this.applyIndex(), 0);
       }
     };
-    const checkpoint = this.indexFailed ? this.committedCheckpoint : covers;
+    // A batch handed over after a failure starts with the failed batch's changes (put back at the
+    // head of the queue): once it commits, everything before its checkpoint is committed.
+    const retry = this.failures > 0;
+    const checkpoint = covers;
     let stored: Fix[] = [];
     let ran = false;
     const settled: Promise<void> = this.root
       .childTransaction(() => {
         ran = true;
         next();
-        for (const e of todo) void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e, POS)));
+        for (const e of todo) {
+          // A change that a later one replaced (which a batch handed over before a failure may have
+          // committed already) is not written again: its effects are.
+          if (retry && this.recent.get(e.k) !== e) continue;
+          void (e.len < 0 ? this.index.remove(e.k) : this.index.put(e.k, encodePos(e, POS)));
+        }
         stored = this.effects.apply(changesOf(todo));
         void this.meta.put(CHECKPOINT, checkpoint);
         // Needed once: entries replaced in `recent` stay there a while, their changes need not.
@@ -265,23 +295,62 @@ export class IndexWriter {
         () => {
           for (const e of todo) if (this.recent.get(e.k) === e) this.recent.delete(e.k);
           eventIndexBehind.set(this.recent.size);
-          this.committedCheckpoint = checkpoint;
           this.effects.committed(stored);
+          // A batch handed over before a failure that commits after it: its checkpoint is past the
+          // failed changes, so it does not count until they commit (the checkpoint was put back).
+          if (this.failures > 0 && !retry) return;
+          this.committedCheckpoint = checkpoint;
+          if (this.failures > 0) {
+            this.failures = 0;
+            eventIndexFailed.set(0);
+            this.warn?.(`event index: LMDB commits again; ${this.recent.size} changes wait for it`);
+          }
+          this.part.up();
+          this.gate?.ok();
         },
-        (e: unknown) => {
-          if (this.indexFailed) return;
-          this.indexFailed = true;
-          eventIndexFailed.set(1);
-          this.warn?.(
-            `event index: LMDB did not commit (${(e as Error)?.message ?? e}); the events stay readable, and the next start indexes them again from the log`,
-          );
-          this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
-        },
+        (e: unknown) => this.failed(todo, e),
       )
       .finally(() => {
         if (this.indexing === settled) this.indexing = undefined;
       });
+    holdTurn(this.root); // a failed commit leaves no rejection unhandled (disk.ts)
     this.indexing = settled;
+  }
+
+  /**
+   * A batch that LMDB did not commit: its changes go back to the head of the queue (still read from
+   * `recent`), tried again after a backoff; the checkpoint is put back to the last one committed
+   * with every change before it, so that a start before they commit replays them.
+   */
+  private failed(todo: IndexEntry[], err: unknown): Promise<void> {
+    this.indexQueue = todo.concat(this.indexQueue);
+    this.taken -= todo.length;
+    this.failures++;
+    eventIndexFailed.set(1);
+    this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
+    holdTurn(this.root);
+    const delay = backoffDelay(this.failures, { initialMs: 500, maxMs: 30_000 });
+    if (!this.stopped) {
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = undefined;
+        this.applyIndex();
+      }, delay);
+      this.retryTimer.unref();
+    }
+    return commitCause(err).then((cause) => {
+      // A lack of room is LMDB refusing writes (readiness: its gate); anything else, this loop failing.
+      if (fileRefusal(cause) !== undefined) this.gate?.failed(cause, 'an event index commit');
+      else
+        this.part.down(
+          `LMDB did not commit ${todo.length} index changes (${reasonOf(cause)}); tried again with backoff, the events stay readable meanwhile`,
+        );
+      const { log, skipped } = this.failureLog.take('commit');
+      if (log) {
+        this.warn?.(
+          `event index: LMDB did not commit (${reasonOf(cause)}); ${this.recent.size} changes wait in memory, readable, tried again in ${delay} ms${skipped > 0 ? ` (${skipped} more failures since the last line)` : ''}`,
+        );
+      }
+    });
   }
 }
 

@@ -44,6 +44,6 @@ export const eventIndexBehind = new Gauge({
 
 export const eventIndexFailed = new Gauge({
   name: 'otm_event_index_failed',
-  help: '1 once a commit of the embedded event index failed in this process (the next start rebuilds it from the log)',
+  help: '1 while a commit of the embedded event index failed and waits to be tried again (its events are read from memory until then)',
   registers: [registry],
 });

@@ -26,11 +26,11 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Database, RootDatabase } from 'lmdb';
-import { AdapterError } from '@otm/core';
+import { AdapterError, fileRefusal, type RefusalCause } from '@otm/core';
 import { RANKS_DOWN } from '../keys.js';
 import type { KindSegment } from '@otm/model';
 import { putChange, type EventChange, type EventEffects } from './effects.js';
-import { CHECKPOINT, decodePos, encodePos } from './index-writer.js';
+import { CHECKPOINT, IndexEntry, decodePos, encodePos } from './index-writer.js';
 import { eventLogBytes } from './metrics.js';
 import { HEADER, OP_DELETE, acceptedAtOf, docStart, isPut, readRecordSync } from './record.js';
 import { GONE, SEGMENT_NAME, genKey, movingKey, segmentName, type SegmentFiles } from './segments.js';
@@ -60,37 +60,60 @@ export const REBUILD_KEY = 'rebuild-until';
 /** The log is damaged in a way no start can repair: not retryable. */
 const damaged = (message: string) => new AdapterError('event-log', message, { retryable: false });
 
+/** What the start did: how far the log goes, and how far the index covers it. */
+export interface Recovered {
+  /** The end of the log (`seg:offset`). */
+  readonly end: string;
+  /** How far the index covers the log, durably (`end` unless the disk was full). */
+  readonly committed: string;
+  /**
+   * Changes replayed that LMDB could not commit (a full disk): the writer holds them, readable from
+   * memory, and commits them once it can; empty on any other start.
+   */
+  readonly pending: IndexEntry[];
+  /** Why they could not be committed. */
+  readonly refusal?: RefusalCause;
+}
+
 /**
  * At start: replays the log from the index's checkpoint (an index behind the log catches up) and
  * cuts a torn record off the tail of the last segment. Returns the end of the log (`seg:offset`),
- * up to which the index now covers it, durably.
+ * up to which the index now covers it, durably; on a full disk, the changes it could not commit,
+ * for the index writer to hold (the start goes on: reads are served).
  */
-export function recover(ctx: RecoveryContext): string {
+export function recover(ctx: RecoveryContext): Recovered {
   const { segments, meta } = ctx;
   relayout(ctx);
   const segs = pickGenerations(ctx);
   segments.segs = [...segs];
   const rebuilt = meta.get(REBUILD_KEY);
+  const replayed: Replayed = { pending: [] };
+  const before = meta.get(CHECKPOINT);
   if (segs.length === 0) {
     segments.seg = segments.create(1);
     segments.size = 0;
     if (rebuilt !== undefined) ctx.root.transactionSync(() => meta.removeSync(REBUILD_KEY));
   } else {
-    const [cpSeg, cpOff] = (meta.get(CHECKPOINT) ?? `${segs[0]}:0`).split(':').map(Number) as [number, number];
+    const [cpSeg, cpOff] = (before ?? `${segs[0]}:0`).split(':').map(Number) as [number, number];
     const until = rebuilt === undefined ? undefined : (rebuilt.split(':').map(Number) as [number, number]);
     for (const n of segs) {
       if (n < cpSeg) continue;
       const last = n === segs[segs.length - 1];
-      const end = replay(ctx, n, n === cpSeg ? cpOff : 0, last, until);
+      const end = replay(ctx, n, n === cpSeg ? cpOff : 0, last, replayed, until);
       if (last) {
         segments.seg = n;
         segments.size = end;
       }
     }
-    ctx.root.transactionSync(() => {
-      meta.putSync(CHECKPOINT, `${segments.seg}:${segments.size}`);
-      if (rebuilt !== undefined) meta.removeSync(REBUILD_KEY);
-    });
+    const end = `${segments.seg}:${segments.size}`;
+    // Nothing to write when the index covered the whole log already (a start on a full disk
+    // after a clean stop writes nothing).
+    if (replayed.refusal === undefined && (end !== before || rebuilt !== undefined)) {
+      ctx.root.transactionSync(() => {
+        meta.putSync(CHECKPOINT, end);
+        if (rebuilt !== undefined) meta.removeSync(REBUILD_KEY);
+      });
+    }
   }
   eventLogBytes.set(
     fs
@@ -98,7 +121,20 @@ export function recover(ctx: RecoveryContext): string {
       .filter((f) => SEGMENT_NAME.test(f))
       .reduce((a, f) => a + fs.statSync(path.join(segments.dir, f)).size, 0),
   );
-  return `${segments.seg}:${segments.size}`;
+  const end = `${segments.seg}:${segments.size}`;
+  if (replayed.refusal === undefined) return { end, committed: end, pending: [] };
+  ctx.warn?.(
+    `event log: the disk is full: ${replayed.pending.length} changes replayed from the log are held in memory, readable, until the index can commit them (from ${replayed.committed ?? before ?? 'the start'})`,
+  );
+  return { end, committed: replayed.committed ?? before ?? `${segs[0] ?? 1}:0`, pending: replayed.pending, refusal: replayed.refusal };
+}
+
+/** What the replay could not commit (a full disk), for `recover`'s answer. */
+interface Replayed {
+  pending: IndexEntry[];
+  refusal?: RefusalCause;
+  /** The checkpoint of the last batch committed before the refusal. */
+  committed?: string;
 }
 
 /**
@@ -251,12 +287,20 @@ function partsOf(k: string): { tenant: string; kind: KindSegment; key: string } 
  * those before `until`, a rebuild's, the lists only: see `relayout`); returns where its last whole
  * record ends.
  */
-function replay(ctx: RecoveryContext, n: number, from: number, last: boolean, until?: readonly [number, number]): number {
+function replay(
+  ctx: RecoveryContext,
+  n: number,
+  from: number,
+  last: boolean,
+  replayed: Replayed,
+  until?: readonly [number, number],
+): number {
   const { index, segments, effects } = ctx;
   const fd = segments.fdOf(n);
   const fileSize = fs.fstatSync(fd).size;
   let at = from;
-  let batch: (() => void)[] = [];
+  /** The batch: each change's index entry (a put's position; a deletion's ranks go), and its effects. */
+  let batch: IndexEntry[] = [];
   let changes: EventChange[] = [];
   /** Whether the batch's changes record their feed entries and positions (not before `until`). */
   let telemetry = true;
@@ -267,13 +311,39 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean, un
     const checkpoint = `${n}:${at}`;
     batch = [];
     changes = [];
-    let stored: ReturnType<EventEffects['apply']> = [];
-    ctx.root.transactionSync(() => {
-      todo.forEach((f) => f());
-      stored = effects.apply(done, Date.now(), telemetry);
-      ctx.meta.putSync(CHECKPOINT, checkpoint);
-    });
-    effects.committed(stored);
+    // A full disk: the rest of the replay is held in memory (`replayed.pending`) for the index
+    // writer, which commits it once it can (its effects with it, the feed's and positions' too).
+    if (replayed.refusal === undefined) {
+      let stored: ReturnType<EventEffects['apply']> = [];
+      try {
+        ctx.root.transactionSync(() => {
+          for (const e of todo) {
+            if (e.len >= 0) index.putSync(e.k, encodePos(e));
+            else RANKS_DOWN.forEach((r) => index.removeSync(e.k + r));
+          }
+          stored = effects.apply(done, Date.now(), telemetry);
+          ctx.meta.putSync(CHECKPOINT, checkpoint);
+        });
+        effects.committed(stored);
+        replayed.committed = checkpoint;
+        return;
+      } catch (e) {
+        const refusal = fileRefusal(e);
+        if (refusal === undefined) throw e;
+        replayed.refusal = refusal;
+      }
+    }
+    // Held for the writer: as entries of the log's writes are (a deletion's entries, one a rank).
+    for (const e of todo) {
+      if (e.len >= 0) replayed.pending.push(e);
+      else {
+        RANKS_DOWN.forEach((r, i) => {
+          const d = new IndexEntry(e.k + r, 0, -1);
+          if (i === 0) d.change = e.change;
+          replayed.pending.push(d);
+        });
+      }
+    }
   };
   // A put listed at the time it was accepted (no event time of its own) carries that time in its
   // record (record.ts, operation 3), and is listed there again. Only a record written before
@@ -306,17 +376,25 @@ function replay(ctx: RecoveryContext, n: number, from: number, last: boolean, un
     }
     if (isPut(body[0])) {
       const doc = docStart(body[0], kb);
-      const where = { seg: n, gen: segments.genOf(n), off: at + HEADER + doc, len: len - doc };
-      const value = encodePos(where);
-      batch.push(() => index.putSync(k, value));
+      const entry = new IndexEntry(k, 0, len - doc);
+      entry.seg = n;
+      entry.gen = segments.genOf(n);
+      entry.off = at + HEADER + doc;
       const { tenant, kind, key } = partsOf(k);
       const rank = Number(k.slice(k.lastIndexOf('|') + 1));
       const change = putChange(tenant, kind, key, rank, acceptedAtOf(body, kb) ?? now, undefined, () => body.toString('utf8', doc));
-      if (change.op === 'put') change.where = where;
+      if (change.op === 'put') change.where = entry;
+      // Held for the writer's commit only on a full disk, which records the effects of the changes it carries.
+      entry.change = change;
+      batch.push(entry);
       changes.push(change);
     } else if (body[0] === OP_DELETE) {
-      batch.push(() => RANKS_DOWN.forEach((r) => index.removeSync(k + r)));
-      changes.push({ op: 'delete', ...partsOf(k) });
+      // A deletion: its prefix, every rank of which goes.
+      const entry = new IndexEntry(k, 0, -1);
+      const change: EventChange = { op: 'delete', ...partsOf(k) };
+      entry.change = change;
+      batch.push(entry);
+      changes.push(change);
     } else {
       torn(`an unknown operation ${body[0]}`);
       break;

@@ -13,7 +13,8 @@
  *   append that resolved is durable. A new segment's name is made durable in the folder (its
  *   fsync) before anything is written to it.
  * - An append that fails leaves nothing of itself in the log: what it may have written is cut off
- *   again, and the next append starts where it did.
+ *   again (in every segment it wrote to; a cut that fails is made before the next append, which is
+ *   refused until it can be), and the next append starts where it did.
  * - At most `maxOpen` descriptors stay open; the least recently used are closed, never the one of
  *   the segment being written nor one with a read or write in flight (nor, once compaction replaced
  *   its file, before those end).
@@ -129,6 +130,8 @@ export class SegmentFiles {
    * The buffers of a group go into one segment; a new segment starts when one would overflow it.
    */
   async append(bufs: readonly Buffer[]): Promise<{ seg: number; off: number }[]> {
+    // What a failed group wrote and could not cut off again: cut off before anything else is written.
+    this.cutLeftOvers();
     const placed: { seg: number; off: number }[] = [];
     const bySeg = new Map<number, { start: number; bufs: Buffer[] }>();
     let seg = this.seg;
@@ -143,36 +146,35 @@ export class SegmentFiles {
       size += buf.length;
       bytes += buf.length;
     }
+    /** Where each segment this group wrote to started, to cut what it wrote off again should it fail. */
+    const started: Array<[seg: number, start: number]> = [];
     for (const [n, s] of bySeg) {
       const fd = this.fdOf(n);
       this.acquire(fd);
+      started.push([n, s.start]);
       try {
         for (let i = 0, at = s.start; i < s.bufs.length; i += 256) {
           const part = s.bufs.slice(i, i + 256);
           const want = part.reduce((a, b) => a + b.length, 0);
           const wrote = await writev(fd, part, at);
           // A full disk, most often: the same write may succeed once there is space.
-          if (wrote !== want)
-            throw new AdapterError('event-log', `event log: short write (${wrote} of ${want} bytes)`, { retryable: true });
+          if (wrote !== want) throw Object.assign(new Error(`short write (${wrote} of ${want} bytes)`), { code: 'ESHORTWRITE' });
           at += want;
         }
       } catch (e) {
-        // Nothing of this group is acknowledged; cut what it may have written off the log, so
-        // that the next group starts where this one did.
-        try {
-          fs.ftruncateSync(fd, s.start);
-        } catch {
-          /* the next start cuts an unreadable tail */
-        }
-        this.seg = n;
-        this.size = s.start;
+        // Nothing of this group is acknowledged; cut what it may have written off the log, in every
+        // segment it wrote to, so that the next group starts where this one did. A cut that fails
+        // is made again before the next write (`cutLeftOvers`): no record of a refused write is
+        // ever followed by an acknowledged one, nor found whole by the next start.
+        for (const [f, start] of started) this.cutOff(f, start);
+        const [first] = bySeg.keys();
+        this.seg = first!;
+        this.size = bySeg.get(first!)!.start;
         // The log is as before the write (a full disk, an I/O error): the same write may succeed later.
-        throw e instanceof AdapterError
-          ? e
-          : new AdapterError('event-log', `event log: the write failed (${(e as Error)?.message ?? e}); nothing of it was kept`, {
-              retryable: true,
-              cause: e,
-            });
+        throw new AdapterError('event-log', `event log: the write failed (${(e as Error)?.message ?? e}); nothing of it was kept`, {
+          retryable: true,
+          cause: e,
+        });
       } finally {
         this.release(fd);
       }
@@ -182,6 +184,27 @@ export class SegmentFiles {
     eventLogWrites.inc(bySeg.size);
     eventLogBytes.inc(bytes);
     return placed;
+  }
+
+  /** Tails of segments that a failed group wrote and that could not be cut off yet (segment -> length). */
+  private readonly leftOvers = new Map<number, number>();
+
+  /** Cuts the tail a failed group wrote off segment `n`, or keeps it to be cut before the next write. */
+  private cutOff(n: number, at: number): void {
+    try {
+      fs.ftruncateSync(this.fdOf(n), at);
+      this.leftOvers.delete(n);
+    } catch {
+      this.leftOvers.set(n, at);
+    }
+  }
+
+  /** Cuts the tails failed groups left; throws (nothing written) while one cannot be cut. */
+  private cutLeftOvers(): void {
+    for (const [n, at] of this.leftOvers) {
+      fs.ftruncateSync(this.fdOf(n), at);
+      this.leftOvers.delete(n);
+    }
   }
 
   /** Where `bytes` more go: the end of segment `seg`, or a new segment if they would overflow it. */

@@ -31,7 +31,9 @@ import type { Database, RootDatabase } from 'lmdb';
 import type { KindSegment } from '@otm/model';
 import {
   AdapterError,
+  StorageRefused,
   type DocumentWrite,
+  type Monitored,
   type EventStore,
   type ListPosition,
   type ListScan,
@@ -41,6 +43,7 @@ import {
   type TrackScan,
 } from '@otm/core';
 import { prefixOf, ranksToTry } from '../keys.js';
+import type { WriteGate } from '../disk.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
 import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
@@ -68,6 +71,13 @@ export interface EventLogOptions {
   /** Told what recovery found (a torn tail cut off, a compaction cut short). */
   readonly warn?: (message: string) => void;
   readonly compaction?: CompactionOptions;
+  /** Whether the log takes writes (disk.ts): refused at once while the disk is full. */
+  readonly gate?: WriteGate;
+  /** Whether LMDB takes writes: the index commits tell it when they fail for lack of room, or succeed. */
+  readonly lmdbGate?: WriteGate;
+  /** Told the bytes of each write refused for lack of room, and of each accepted (the probe's need: disk.ts). */
+  readonly onRefused?: (bytes: number) => void;
+  readonly onAccepted?: () => void;
   /**
    * Where the feed entries and latest positions of the events go, when this store records them
    * (beside the embedded entity store, whose feed and positions they are); absent: the telemetry
@@ -104,12 +114,28 @@ export class LogEventStore implements EventStore {
       // Undefined while recovery runs: compaction is made after it, and its first look is due anyway.
       onSeal: () => this.compactor?.changed(),
     });
-    this.writer = new IndexWriter(opts.root, this.index, this.meta, opts.warn, this.effects);
+    this.writer = new IndexWriter(opts.root, this.index, this.meta, opts.warn, this.effects, opts.lmdbGate);
     this.commits = new GroupCommit((group) => this.append(group));
     try {
-      this.writer.start(
-        recover({ root: opts.root, index: this.index, meta: this.meta, segments: this.segments, warn: opts.warn, effects: this.effects }),
-      );
+      const recovered = recover({
+        root: opts.root,
+        index: this.index,
+        meta: this.meta,
+        segments: this.segments,
+        warn: opts.warn,
+        effects: this.effects,
+      });
+      this.writer.start(recovered.committed);
+      // Replayed but not committed to the index (the disk is full): read from memory, committed once there is room.
+      if (recovered.pending.length > 0) {
+        for (const e of recovered.pending) this.writer.put(e);
+        this.writer.covered(recovered.end);
+        if (recovered.refusal !== undefined)
+          opts.lmdbGate?.unable(
+            recovered.refusal,
+            `the event index could not be brought up to date at start (${recovered.pending.length} changes held in memory)`,
+          );
+      }
     } catch (e) {
       this.segments.closeAll();
       throw e;
@@ -123,6 +149,11 @@ export class LogEventStore implements EventStore {
       warn: opts.warn,
       closed: () => this.closed,
     });
+  }
+
+  /** The event log's background work: its index commits and compaction (core/health.ts). */
+  parts(): Monitored[] {
+    return [this.writer.part, this.compactor.part];
   }
 
   async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
@@ -252,6 +283,20 @@ export class LogEventStore implements EventStore {
     if (this.closed) return Promise.reject(new AdapterError('event-log', 'event store closed', { retryable: true }));
     let encoded: { buf: Buffer; ops: IndexOp[] };
     try {
+      // While the disk is full, refused without trying (disk.ts); a probe opens the gate again.
+      this.opts.gate?.check();
+      // The index commits fail: the log takes writes only while what waits for the index in memory is bounded.
+      if (this.writer.retrying && this.writer.behind >= INDEX_BACKLOG_MAX) {
+        throw new AdapterError(
+          'event-log',
+          `event log: ${this.writer.behind} changes wait for the event index, whose commits fail (${this.writer.part.status().reason ?? 'failing'}); not taken until they succeed`,
+          { retryable: true },
+        );
+      }
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    try {
       const now = Date.now();
       const changes: EventChange[] = [];
       // A put listed at the time it was accepted (no event time of its own) keeps that time in its
@@ -273,7 +318,22 @@ export class LogEventStore implements EventStore {
 
   /** Appends one group to the log (durable when this resolves), then queues its index changes. */
   private async append(group: readonly Pending[]): Promise<void> {
-    const placed = await this.segments.append(group.map((p) => p.buf));
+    let placed: Awaited<ReturnType<SegmentFiles['append']>>;
+    try {
+      placed = await this.segments.append(group.map((p) => p.buf));
+    } catch (e) {
+      // A full disk: a StorageRefused (the gate down: disk.ts); the log is as it was before the group.
+      const bytes = group.reduce((a, p) => a + p.buf.length, 0);
+      const cause = (e instanceof AdapterError ? e.cause : undefined) ?? e;
+      const out = this.opts.gate === undefined ? e : this.opts.gate.failed(cause, `a write of ${bytes} bytes`);
+      if (out instanceof StorageRefused) {
+        this.opts.onRefused?.(bytes);
+        throw out;
+      }
+      throw e;
+    }
+    this.opts.gate?.ok();
+    this.opts.onAccepted?.();
     eventLogRecords.inc(group.reduce((a, p) => a + p.ops.length, 0));
 
     // The group is durable: readable from here on, and queued for the index.
@@ -315,7 +375,8 @@ export class LogEventStore implements EventStore {
     await this.compactor.stop();
     await this.commits.idle();
     await this.writer.flush();
-    await this.opts.root.flushed;
+    this.writer.stop();
+    await this.opts.root.flushed.then(undefined, () => {});
     this.segments.closeAll();
   }
 }

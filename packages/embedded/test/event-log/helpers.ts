@@ -53,6 +53,18 @@ export const segments = (dir: string) =>
     .sort();
 export const value = async (metric: string) => (await registry.getSingleMetric(metric)!.get()).values[0]!.value;
 export const lastSegment = (dir: string) => path.join(dir, 'events', segments(dir).at(-1)!);
+/** The part of the stores named `name` (`store lmdb`, `store event-log`, `event index commits`, `event log compaction`). */
+export const partOf = (s: EmbeddedStores, name: string) => {
+  const part = s.parts().find((p) => p.name === name);
+  if (part === undefined)
+    throw new Error(
+      `no part ${name}: ${s
+        .parts()
+        .map((p) => p.name)
+        .join(', ')}`,
+    );
+  return part;
+};
 export const read = async (s: EmbeddedStores, key: string) => (await s.events.get('t', 'events', key))?.json;
 
 /** Opens the LMDB environment of a closed store's folder, for `fn` to look at or damage. */
@@ -80,11 +92,11 @@ export async function clearIndex(dir: string): Promise<void> {
  * callback with the lists, tracks and feed entries) and the units of the entity store, which share
  * the environment, get it too.
  */
-export function failCommits(s: EmbeddedStores): () => void {
+export function failCommits(s: EmbeddedStores, error: Error = new Error('MDB_MAP_FULL')): () => void {
   const store = s.events as unknown as Record<'index' | 'meta', { put: unknown }> & { opts: { root: { childTransaction: unknown } } };
   const { root } = store.opts;
   const real = { index: store.index.put, meta: store.meta.put, child: root.childTransaction };
-  const failure = Promise.reject(new Error('MDB_MAP_FULL'));
+  const failure = Promise.reject(error);
   failure.catch(() => {});
   store.index.put = store.meta.put = root.childTransaction = () => failure;
   return () => {

@@ -1,11 +1,10 @@
 /** Segment files: a new one when one is full, a bounded number open, a write that does not fit. */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { AdapterError } from '@otm/core';
-import { clearIndex, doc, lastSegment, put, segments, useTempStores } from './helpers.js';
+import { AdapterError, StorageRefused } from '@otm/core';
+import { canMountTmpfs, mountTmpfs } from '../../../../test/tmpfs.js';
+import { clearIndex, doc, lastSegment, partOf, put, segments, useTempStores } from './helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
 
@@ -47,27 +46,31 @@ describe('event log segments', () => {
     for (let j = 0; j < 30; j++) expect((await s.events.get('t', 'events', `w${j}`))?.json).toBe(doc(j));
   });
 
-  it('a write that fails (an I/O error) is a retryable AdapterError and leaves nothing of itself in the log', async () => {
+  it('a write that fails (an I/O error) is a retryable StorageRefused and leaves nothing of itself in the log', async () => {
     const dir = tmp();
     const warnings: string[] = [];
-    const s = openAt(dir, { warn: (m) => warnings.push(m) });
+    const s = openAt(dir, { warn: (m) => warnings.push(m), probeMs: 20 });
     await s.events.write([put('before', doc(1))]);
     const size = fs.statSync(lastSegment(dir)).size;
     const eio = Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' });
     const writev = vi.spyOn(fs, 'writev').mockImplementationOnce((...args: unknown[]) => (args.at(-1) as (e: Error) => void)(eio));
     try {
       const refused = await s.events.write([put('failed', doc(2))]).catch((e: unknown) => e);
-      expect(refused).toBeInstanceOf(AdapterError);
-      expect(refused).toMatchObject({ adapter: 'event-log', retryable: true, cause: eio });
+      // EIO: more room may cure it (LMDB reports a short write as EIO): refused, and the store says so.
+      expect(refused).toBeInstanceOf(StorageRefused);
+      expect(refused).toMatchObject({ adapter: 'event-log', retryable: true, refusal: 'io', cause: eio });
       expect(String((refused as Error).message)).toMatch(/EIO/);
     } finally {
       writev.mockRestore();
     }
+    expect(warnings).toEqual([expect.stringMatching(/^event-log: writes are refused from now on: an I\/O error/)]);
     expect(fs.statSync(lastSegment(dir)).size).toBe(size);
     expect(await s.events.get('t', 'events', 'failed')).toBeUndefined();
-    // The same write, tried again, succeeds where the failed one would have gone.
+    // The probe finds the log writable again; the same write then succeeds where the failed one would have gone.
+    await vi.waitFor(() => expect(partOf(s, 'store event-log').status().up).toBe(true), { timeout: 5_000 });
     await s.events.write([put('failed', doc(2))]);
     await closeIt(s);
+    warnings.length = 0;
     const again = openAt(dir, { warn: (m) => warnings.push(m) });
     expect(warnings).toEqual([]);
     expect((await again.events.get('t', 'events', 'before'))?.json).toBe(doc(1));
@@ -86,19 +89,7 @@ describe('event log segments', () => {
   });
 });
 
-const canMount = (() => {
-  if (process.getuid?.() !== 0) return false;
-  const probe = fs.mkdtempSync(path.join(os.tmpdir(), 'otm-mount-probe-'));
-  try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', probe], { stdio: 'ignore' });
-    execFileSync('umount', [probe], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  } finally {
-    fs.rmSync(probe, { recursive: true, force: true });
-  }
-})();
+const canMount = canMountTmpfs();
 
 /**
  * A small tmpfs of its own, to run out of space for real; needs root (CI runs as root here), so
@@ -106,14 +97,13 @@ const canMount = (() => {
  */
 describe.skipIf(!canMount)('event log on a full disk (a tmpfs of 512 KB)', () => {
   it('refuses the write that does not fit, keeps what was answered, and goes on once there is space', async () => {
-    const mnt = tmp();
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=512k', 'tmpfs', mnt]);
+    const { dir: mnt, unmount } = mountTmpfs('512k');
     try {
       const dir = tmp();
       fs.mkdirSync(path.join(mnt, 'events'));
       fs.symlinkSync(path.join(mnt, 'events'), path.join(dir, 'events'));
       fs.writeFileSync(path.join(mnt, 'filler'), Buffer.alloc(128 * 1024));
-      const s = openAt(dir);
+      const s = openAt(dir, { probeMs: 20 });
       const big = (i: number) => JSON.stringify({ id: `e${i}`, text: String(i).repeat(10_000).slice(0, 10_000) });
       const answered: number[] = [];
       let refused: unknown;
@@ -127,14 +117,17 @@ describe.skipIf(!canMount)('event log on a full disk (a tmpfs of 512 KB)', () =>
       }
       expect(String((refused as Error)?.message)).toMatch(/ENOSPC|short write/);
       // A full disk may have space again later: the same write can be retried.
-      expect(refused).toBeInstanceOf(AdapterError);
+      expect(refused).toBeInstanceOf(StorageRefused);
       expect(refused).toMatchObject({ adapter: 'event-log', retryable: true });
+      expect(partOf(s, 'store event-log').status()).toMatchObject({ up: false, reason: expect.stringMatching(/free/) });
       expect(answered.length).toBeGreaterThan(10);
       const last = answered.length; // the id of the refused write
       expect(await s.events.get('t', 'events', `e${last}`)).toBeUndefined();
       for (const i of answered) expect((await s.events.get('t', 'events', `e${i}`))?.json).toBe(big(i));
 
       fs.rmSync(path.join(mnt, 'filler'));
+      // Room again: the probe opens the log to writes by itself.
+      await vi.waitFor(() => expect(partOf(s, 'store event-log').status().up).toBe(true), { timeout: 5_000 });
       await s.events.write([put('after', doc(1))]); // shorter than what the refused write left
       await closeIt(s);
       const warnings: string[] = [];
@@ -145,7 +138,7 @@ describe.skipIf(!canMount)('event log on a full disk (a tmpfs of 512 KB)', () =>
       expect((await again.events.get('t', 'events', 'after'))?.json).toBe(doc(1));
       await closeIt(again);
     } finally {
-      execFileSync('umount', ['-l', mnt]);
+      unmount();
     }
   });
 });
