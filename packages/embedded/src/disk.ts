@@ -22,6 +22,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { AdapterError, StorageRefused, WriteState, fileRefusal, formatBytes, reasonOf, type RefusalCause } from '@otm/core';
 
+/** Free bytes under which a commit that failed without a cause is taken for a full disk. */
+const NEARLY_FULL_BYTES = 1024 * 1024;
+
 /** How often a store refusing writes tries a small write to see whether it has room again (ms). */
 export const PROBE_MS = 2_000;
 
@@ -158,6 +161,7 @@ export class WriteGate {
     if (!this.state.refusing) return;
     this.state.ok();
     this.stopProbe();
+    for (const fn of this.listeners) fn();
     this.opts.info?.(`${this.opts.store}: writes succeed again in ${this.opts.dir} (${formatBytes(freeBytes(this.opts.dir) ?? 0)} free)`);
   }
 
@@ -166,10 +170,26 @@ export class WriteGate {
    * when more room would cure it, else `e` as it was.
    */
   failed(e: unknown, what: string): unknown {
-    const cause = fileRefusal(e);
+    let cause = fileRefusal(e);
+    // lmdb-js does not always hand the cause of a failed commit on (commitError stays pending):
+    // with the folder all but full, no room is the cause.
+    if (
+      cause === undefined &&
+      e instanceof Error &&
+      e.message === COMMIT_FAILED &&
+      (freeBytes(this.opts.dir) ?? Infinity) < NEARLY_FULL_BYTES
+    )
+      cause = 'no-space';
     if (cause === undefined) return e;
     return this.refused(cause, `${what}: ${reasonOf(e)}`, e);
   }
+
+  /** Calls `fn` each time the store takes writes again (a writer that waits to try again goes now). */
+  onWritable(fn: () => void): void {
+    this.listeners.push(fn);
+  }
+
+  private readonly listeners: Array<() => void> = [];
 
   /** A write refused for `cause`: counted, the state down, the probe started. */
   refused(cause: RefusalCause, message: string, e?: unknown): StorageRefused {

@@ -37,7 +37,7 @@ function tmpfsDisk(): Disk {
   const dataDir = path.join(mnt, 'data');
   fs.mkdirSync(dataDir);
   // Room the test gives back when the writes have filled the rest.
-  fs.writeFileSync(path.join(mnt, 'filler-reserve'), Buffer.alloc(2 * 1024 * 1024, 1));
+  fs.writeFileSync(path.join(mnt, 'filler-reserve'), Buffer.alloc(3 * 1024 * 1024, 1));
   let fillers = 0;
   return {
     dataDir,
@@ -124,7 +124,8 @@ describe(
     });
     afterAll(() => disk?.close());
 
-    const start = async (logger = createLogger('silent')) => {
+    // FD_LOG=1: the service's warnings on stderr (what the stores said), to look into a failure.
+    const start = async (logger = createLogger(process.env.FD_LOG === '1' ? 'warn' : 'silent')) => {
       svc = await createEmbeddedService({ dataDir: disk!.dataDir, bodyLimit: 1_048_576, maxDepth: 64 }, parseTokens(TOKENS), logger);
       await svc.app.ready();
       return svc;
@@ -228,7 +229,7 @@ describe(
 
       // Room again: green by itself (the stores' probes), and writes are taken.
       disk.free();
-      await vi.waitFor(async () => expect((await readyz(s)).status).toBe(200), { timeout: 20_000, interval: 200 });
+      await vi.waitFor(async () => expect((await readyz(s)).body.down ?? []).toEqual([]), { timeout: 30_000, interval: 200 });
       expect(await round(s)).toBe(0);
       expect(await unreadable(s)).toEqual([]);
     }, 120_000);
@@ -248,7 +249,7 @@ describe(
       expect(lines.join('\n')).toMatch(new RegExp(`the data folder ${folder} has \\d[\\d.]* (bytes|KiB|MiB) free: writes are refused`));
       expect(lines.join('\n')).toMatch(new RegExp(`cannot write in ${folder}/(events|store) \\(\\d[\\d.]* (bytes|KiB|MiB) free\\)`));
       disk!.free();
-      await vi.waitFor(async () => expect((await readyz(s)).status).toBe(200), { timeout: 20_000, interval: 200 });
+      await vi.waitFor(async () => expect((await readyz(s)).body).toMatchObject({ status: 'ready' }), { timeout: 30_000, interval: 200 });
       expect(await round(s)).toBe(0);
       await svc!.close();
       svc = undefined;

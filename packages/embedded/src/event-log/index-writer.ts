@@ -26,7 +26,7 @@
  *   them (feed.ts).
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { AdapterError, PartState, ThrottledLog, backoffDelay, fileRefusal, reasonOf } from '@otm/core';
+import { AdapterError, PartState, StorageRefused, ThrottledLog, backoffDelay, fileRefusal, reasonOf } from '@otm/core';
 import { commitCause, holdTurn, type WriteGate } from '../disk.js';
 import { RANKS_DOWN } from '../keys.js';
 import type { Fix } from '../positions.js';
@@ -69,6 +69,12 @@ const INDEX_BATCH = 20_000;
  * vehicles; bench/diag/bulk/README.md).
  */
 export const INDEX_CHUNK = 2_500;
+/**
+ * Most changes in one transaction while a failed commit is being tried again: a full disk that
+ * got some room back may have too little for a transaction of INDEX_CHUNK changes (LMDB copies
+ * every page it touches), and enough for a tenth of it.
+ */
+const RETRY_CHUNK = 250;
 
 /**
  * An index value: u32 segment, u32 offset, u32 length, u32 generation. Into `b` when given: only
@@ -152,7 +158,17 @@ export class IndexWriter {
     private readonly effects: EventEffects,
     /** LMDB's write state (disk.ts): told of commits that fail for lack of room, and of those that succeed. */
     private readonly gate?: WriteGate,
-  ) {}
+  ) {
+    gate?.onWritable(() => this.retryNow());
+  }
+
+  /** A failed commit waiting for its retry is tried now (LMDB has room again). */
+  private retryNow(): void {
+    if (this.retryTimer === undefined || this.stopped) return;
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.applyIndex();
+  }
 
   /** Where recovery left the index: the log is applied up to `checkpoint`, durably. */
   start(checkpoint: string): void {
@@ -246,9 +262,11 @@ export class IndexWriter {
     if (queued.length === 0) return;
     let todo = queued;
     let covers = this.checkpoint;
-    if (queued.length > INDEX_CHUNK) {
+    // After a failure (a full disk, most often), smaller transactions: each needs fewer free pages.
+    const chunk = this.failures > 0 ? RETRY_CHUNK : INDEX_CHUNK;
+    if (queued.length > chunk) {
       // Cut after a put: the log is then covered up to the end of its record (its JSON ends it).
-      let cut = INDEX_CHUNK;
+      let cut = chunk;
       while (cut > 0 && queued[cut - 1]!.len < 0) cut--;
       if (cut > 0) {
         const last = queued[cut - 1]!;
@@ -284,8 +302,6 @@ export class IndexWriter {
         }
         stored = this.effects.apply(changesOf(todo));
         void this.meta.put(CHECKPOINT, checkpoint);
-        // Needed once: entries replaced in `recent` stay there a while, their changes need not.
-        for (const e of todo) e.change = undefined;
       })
       .finally(() => {
         // Settled without its callback having run (LMDB refused the transaction): go on all the same.
@@ -293,7 +309,12 @@ export class IndexWriter {
       })
       .then(
         () => {
-          for (const e of todo) if (this.recent.get(e.k) === e) this.recent.delete(e.k);
+          // Needed until committed (a failed batch is tried again with them): entries replaced in
+          // `recent` stay there a while, their changes need not.
+          for (const e of todo) {
+            e.change = undefined;
+            if (this.recent.get(e.k) === e) this.recent.delete(e.k);
+          }
           eventIndexBehind.set(this.recent.size);
           this.effects.committed(stored);
           // A batch handed over before a failure that commits after it: its checkpoint is past the
@@ -329,7 +350,8 @@ export class IndexWriter {
     eventIndexFailed.set(1);
     this.meta.put(CHECKPOINT, this.committedCheckpoint).catch(() => {});
     holdTurn(this.root);
-    const delay = backoffDelay(this.failures, { initialMs: 500, maxMs: 30_000 });
+    // At most 5 s apart (and at once when LMDB's gate opens again): the events wait in memory meanwhile.
+    const delay = backoffDelay(this.failures, { initialMs: 500, maxMs: 5_000 });
     if (!this.stopped) {
       this.retryTimer = setTimeout(() => {
         this.retryTimer = undefined;
@@ -339,8 +361,11 @@ export class IndexWriter {
     }
     return commitCause(err).then((cause) => {
       // A lack of room is LMDB refusing writes (readiness: its gate); anything else, this loop failing.
-      if (fileRefusal(cause) !== undefined) this.gate?.failed(cause, 'an event index commit');
-      else
+      const room =
+        this.gate === undefined
+          ? fileRefusal(cause) !== undefined
+          : this.gate.failed(cause, 'an event index commit') instanceof StorageRefused;
+      if (!room)
         this.part.down(
           `LMDB did not commit ${todo.length} index changes (${reasonOf(cause)}); tried again with backoff, the events stay readable meanwhile`,
         );

@@ -1,5 +1,6 @@
 /** The LMDB index of the event log: what happens when LMDB does not commit it. */
-import { describe, expect, it } from 'vitest';
+import { ABORT } from 'lmdb';
+import { describe, expect, it, vi } from 'vitest';
 import { AdapterError } from '@otm/core';
 import { doc, failCommits, put, useTempStores, value, withLmdb } from './helpers.js';
 
@@ -30,6 +31,35 @@ describe('event log index', () => {
       ['after', 3],
     ] as const)
       expect((await again.events.get('t', 'events', k))?.json).toBe(doc(i));
+  });
+
+  it('a commit that fails after its transaction was built is tried again by itself, lists and feed included', async () => {
+    const dir = tmp();
+    const s = openAt(dir, { warn: () => {} });
+    await s.events.write([put('before', doc(1))]);
+    await s.events.settled();
+    // The next index commits run their callback, then fail: nothing of them is stored (aborted).
+    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
+    const real = root.childTransaction.bind(root);
+    let failing = 2;
+    root.childTransaction = (fn) =>
+      failing-- > 0
+        ? real(() => {
+            fn();
+            return ABORT;
+          }).then(() => {
+            throw new Error('MDB_MAP_FULL: Environment mapsize limit reached');
+          })
+        : real(fn);
+    await s.events.write([put('during', doc(2))]);
+    await s.events.settled(); // its commit failed; tried again after a backoff, by itself
+    expect(await value('otm_event_index_failed')).toBe(1);
+    await vi.waitFor(async () => expect(await value('otm_event_index_failed')).toBe(0), { timeout: 10_000 });
+    // Listed, with its feed entry: the retry recorded what the failed attempt had built.
+    const listed = await s.events.list({ tenant: 't', kind: 'events', facet: '', limit: 10 });
+    expect(listed.map((e) => e.key).sort()).toEqual(['before', 'during']);
+    const feed = await s.entities.feed.read({ tenant: 't', limit: 10 });
+    expect(feed.entries.map((e) => e.key)).toEqual(['before', 'during']);
   });
 
   it('reads positions of 16 bytes only: another value is a damaged index, a non-retryable AdapterError', async () => {
