@@ -363,7 +363,7 @@ export function openApiDocument(): Record<string, unknown> {
               `The bus cannot take the writes now (with Retry-After; nothing was stored; the error array); or ${CREDENTIAL_UNCHECKED}; ` +
               'or a store refused some of the documents for lack of room: the per-item answer (as 200), with Retry-After, in which every ' +
               'document not stored has an error item of type insufficientStorage (every document of an atomic request); sending them, or the whole request, again is safe',
-            content: json({ oneOf: [ref('errorItems'), ref('bulkResult')] }),
+            content: json({ anyOf: [ref('errorItems'), ref('bulkResult')] }),
           },
         },
         security: [{ BearerToken: [] }],
@@ -875,7 +875,7 @@ export function openApiDocument(): Record<string, unknown> {
                   index: { type: 'integer' },
                   id: { type: 'string' },
                   // The model's items of an invalid document; one insufficientStorage item for a document a store refused.
-                  errors: { oneOf: [ref('clientError'), ref('errorItems')] },
+                  errors: { anyOf: [ref('clientError'), ref('errorItems')] },
                 },
               },
             },
