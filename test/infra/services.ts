@@ -432,17 +432,30 @@ function removeScratchDir(dir: string): void {
 // ---------------------------------------------------------------------------------------------
 // Ports
 
-/** A free TCP port on 127.0.0.1 (bind port 0, read it, close). Another process may take it
- * before it is used; the starters below retry on "address in use". */
-export function freePort(): Promise<number> {
+/**
+ * A free TCP port on 127.0.0.1, chosen at random below the kernel's ephemeral range (32768 and up
+ * on Linux), bound, read and closed. Below that range, no outgoing connection of any process is
+ * given the port as its local one while the service that owns it is down: Redis, Kafka and
+ * ClickHouse, killed and started again on the same port by the fault tests, find it free. Another
+ * process may still take it before it is used; the starters retry on "address in use".
+ */
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0] as number;
+}
+
+const PORT_LOW = 20_000;
+const PORT_HIGH = 32_000;
+
+function listenOn(srv: net.Server, port: number): Promise<boolean> {
   return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.once('error', reject);
-    srv.listen({ host: LOOPBACK, port: 0, exclusive: true }, () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => (port > 0 ? resolve(port) : reject(new Error('could not get a free port'))));
+    const onError = (err: NodeJS.ErrnoException): void => {
+      if (err.code === 'EADDRINUSE' || err.code === 'EACCES') resolve(false);
+      else reject(err);
+    };
+    srv.once('error', onError);
+    srv.listen({ host: LOOPBACK, port, exclusive: true }, () => {
+      srv.off('error', onError);
+      resolve(true);
     });
   });
 }
@@ -452,13 +465,15 @@ async function freePorts(n: number): Promise<number[]> {
   const servers: net.Server[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const srv = net.createServer();
-      srv.unref();
-      servers.push(srv);
-      await new Promise<void>((resolve, reject) => {
-        srv.once('error', reject);
-        srv.listen({ host: LOOPBACK, port: 0, exclusive: true }, () => resolve());
-      });
+      for (let attempt = 0; ; attempt++) {
+        const srv = net.createServer();
+        srv.unref();
+        const port = attempt < 50 ? PORT_LOW + Math.floor(Math.random() * (PORT_HIGH - PORT_LOW)) : 0;
+        if (await listenOn(srv, port)) {
+          servers.push(srv);
+          break;
+        }
+      }
     }
     return servers.map((s) => {
       const a = s.address();
