@@ -28,7 +28,8 @@ export function startServe(env: Record<string, string>, timeoutMs = 20_000, node
 export async function startOtm(
   args: string[],
   env: Record<string, string>,
-  timeoutMs = 20_000,
+  // Generous: on a loaded machine (CI runs test files side by side) loading the modules alone takes seconds.
+  timeoutMs = 60_000,
   nodeArgs: readonly string[] = [],
 ): Promise<Running> {
   if (!fs.existsSync(DIST)) throw new Error('services/otm/dist is missing: run `npm run build` (npm test does)');
