@@ -141,6 +141,8 @@ export class IndexWriter {
   private taken = 0;
   /** Failed commits in a row (0: the last one succeeded); while above 0, a failed batch waits to be tried again. */
   private failures = 0;
+  /** Commits that succeeded so far: a failure whose cause is known only after a later success is over. */
+  private commits = 0;
   /** When the failed batch is tried again. */
   private retryTimer: NodeJS.Timeout | undefined;
   /** The checkpoint LMDB last committed with every change before it (at start: where recovery left the index). */
@@ -316,6 +318,7 @@ export class IndexWriter {
             if (this.recent.get(e.k) === e) this.recent.delete(e.k);
           }
           eventIndexBehind.set(this.recent.size);
+          this.commits++;
           this.effects.committed(stored);
           // A batch handed over before a failure that commits after it: its checkpoint is past the
           // failed changes, so it does not count until they commit (the checkpoint was put back).
@@ -359,20 +362,24 @@ export class IndexWriter {
       }, delay);
       this.retryTimer.unref();
     }
+    const commitsBefore = this.commits;
     return commitCause(err).then((cause) => {
+      // lmdb-js may give the cause only a second later, or never: the retry may have committed
+      // meanwhile, and then the failure is over (marking anything down now would stick).
+      const over = this.commits !== commitsBefore;
       // A lack of room is LMDB refusing writes (readiness: its gate); anything else, this loop failing.
-      const room =
+      const room = () =>
         this.gate === undefined
           ? fileRefusal(cause) !== undefined
           : this.gate.failed(cause, 'an event index commit') instanceof StorageRefused;
-      if (!room)
+      if (!over && !room())
         this.part.down(
           `LMDB did not commit ${todo.length} index changes (${reasonOf(cause)}); tried again with backoff, the events stay readable meanwhile`,
         );
       const { log, skipped } = this.failureLog.take('commit');
       if (log) {
         this.warn?.(
-          `event index: LMDB did not commit (${reasonOf(cause)}); ${this.recent.size} changes wait in memory, readable, tried again in ${delay} ms${skipped > 0 ? ` (${skipped} more failures since the last line)` : ''}`,
+          `event index: LMDB did not commit (${reasonOf(cause)}); ${over ? 'committed since' : `${this.recent.size} changes wait in memory, readable, tried again in ${delay} ms`}${skipped > 0 ? ` (${skipped} more failures since the last line)` : ''}`,
         );
       }
     });

@@ -62,6 +62,35 @@ describe('event log index', () => {
     expect(feed.entries.map((e) => e.key)).toEqual(['before', 'during']);
   });
 
+  it('a failure whose cause lmdb-js gives late (or never) does not mark the index down after its retry committed', async () => {
+    const dir = tmp();
+    const warnings: string[] = [];
+    const s = openAt(dir, { warn: (m) => warnings.push(m) });
+    await s.events.write([put('before', doc(1))]);
+    await s.events.settled();
+    // lmdb-js's own shape: a bare "Commit failed" whose `commitError` is a promise still pending
+    // when the retry (after about half a second) commits.
+    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
+    const real = root.childTransaction.bind(root);
+    let failing = 1;
+    root.childTransaction = (fn) =>
+      failing-- > 0
+        ? real(() => {
+            fn();
+            return ABORT;
+          }).then(() => {
+            throw Object.assign(new Error('Commit failed (see commitError for details)'), { commitError: new Promise(() => {}) });
+          })
+        : real(fn);
+    await s.events.write([put('during', doc(2))]);
+    const [part] = s.events.parts();
+    // The retry commits; then the cause's wait (1 s) ends: the part must be up, and stay up.
+    await vi.waitFor(() => expect(warnings.join('\n')).toMatch(/LMDB did not commit .*committed since/), { timeout: 10_000 });
+    expect(part!.status().up).toBe(true);
+    expect(await value('otm_event_index_failed')).toBe(0);
+    expect((await s.events.get('t', 'events', 'during'))?.json).toBe(doc(2));
+  });
+
   it('reads positions of 16 bytes only: another value is a damaged index, a non-retryable AdapterError', async () => {
     const dir = tmp();
     const s = openAt(dir);
