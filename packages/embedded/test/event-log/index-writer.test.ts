@@ -6,6 +6,25 @@ import { doc, failCommits, put, useTempStores, value, withLmdb } from './helpers
 
 const { tmp, openAt, closeIt } = useTempStores();
 
+/**
+ * The next `n` index commits run their callback, then fail with `error()` (nothing of them is
+ * stored: aborted); the ones after commit as usual.
+ */
+function failNextCommits(s: ReturnType<typeof openAt>, n: number, error: () => Error): void {
+  const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
+  const real = root.childTransaction.bind(root);
+  let failing = n;
+  root.childTransaction = (fn) =>
+    failing-- > 0
+      ? real(() => {
+          fn();
+          return ABORT;
+        }).then(() => {
+          throw error();
+        })
+      : real(fn);
+}
+
 describe('event log index', () => {
   it('when LMDB fails to commit the index, answered events stay readable and the next start indexes them from the log', async () => {
     const dir = tmp();
@@ -38,19 +57,8 @@ describe('event log index', () => {
     const s = openAt(dir, { warn: () => {} });
     await s.events.write([put('before', doc(1))]);
     await s.events.settled();
-    // The next index commits run their callback, then fail: nothing of them is stored (aborted).
-    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
-    const real = root.childTransaction.bind(root);
-    let failing = 2;
-    root.childTransaction = (fn) =>
-      failing-- > 0
-        ? real(() => {
-            fn();
-            return ABORT;
-          }).then(() => {
-            throw new Error('MDB_MAP_FULL: Environment mapsize limit reached');
-          })
-        : real(fn);
+    // The next two index commits run their callback, then fail.
+    failNextCommits(s, 2, () => new Error('MDB_MAP_FULL: Environment mapsize limit reached'));
     await s.events.write([put('during', doc(2))]);
     await s.events.settled(); // its commit failed; tried again after a backoff, by itself
     expect(await value('otm_event_index_failed')).toBe(1);
@@ -70,18 +78,9 @@ describe('event log index', () => {
     await s.events.settled();
     // lmdb-js's own shape: a bare "Commit failed" whose `commitError` is a promise still pending
     // when the retry (after about half a second) commits.
-    const root = (s.events as unknown as { opts: { root: { childTransaction: (fn: () => unknown) => Promise<unknown> } } }).opts.root;
-    const real = root.childTransaction.bind(root);
-    let failing = 1;
-    root.childTransaction = (fn) =>
-      failing-- > 0
-        ? real(() => {
-            fn();
-            return ABORT;
-          }).then(() => {
-            throw Object.assign(new Error('Commit failed (see commitError for details)'), { commitError: new Promise(() => {}) });
-          })
-        : real(fn);
+    failNextCommits(s, 1, () =>
+      Object.assign(new Error('Commit failed (see commitError for details)'), { commitError: new Promise(() => {}) }),
+    );
     await s.events.write([put('during', doc(2))]);
     const [part] = s.events.parts();
     // The retry commits; then the cause's wait (1 s) ends: the part must be up, and stay up.
