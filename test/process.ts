@@ -50,7 +50,11 @@ export async function startOtm(
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`otm ${args[0]} did not start: ${out} ${err}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      // Not left behind to come up later beside the next try.
+      child.kill('SIGKILL');
+      reject(new Error(`otm ${args[0]} did not start: ${out} ${err}`));
+    }, timeoutMs);
     const check = () => {
       const m = /listening on (http:\/\/[^\s]+)/.exec(out);
       if (m?.[1]) {

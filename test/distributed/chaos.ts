@@ -92,29 +92,46 @@ const dead = (pid: number | undefined) => {
   }
 };
 
+/**
+ * Starts a part again, up to three times: on a loaded machine a JVM or a role may not come up in
+ * time, and an operator would start it once more. The chaos is in the faults, not in the starts.
+ */
+async function startAgain(what: string, start: () => Promise<unknown>, log: (line: string) => void): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      return;
+    } catch (e) {
+      if (attempt >= 3) throw e;
+      log(`chaos: ${what} did not start again (${(e as Error).message.split('\n')[0]}); once more`);
+      await sleep(2_000);
+    }
+  }
+}
+
 /** Applies one fault and undoes it; resolves once the part is started again. */
-async function apply(c: Cluster, f: Fault): Promise<void> {
+async function apply(c: Cluster, f: Fault, log: (line: string) => void): Promise<void> {
   switch (f.what) {
     case 'kafka-kill':
       await c.kafka.kill();
       await sleep(f.downMs);
-      await c.kafka.restart();
+      await startAgain('kafka', () => c.kafka.restart(), log);
       return;
     case 'kafka-restart':
-      await c.kafka.restart();
+      await startAgain('kafka', () => c.kafka.restart(), log);
       return;
     case 'redis-kill': {
       const pid = c.redis.pid;
       if (pid !== undefined) process.kill(pid, 'SIGKILL');
       while (!dead(pid)) await sleep(20);
       await sleep(f.downMs);
-      await c.redis.restart();
+      await startAgain('redis', () => c.redis.restart(), log);
       return;
     }
     case 'clickhouse-kill':
       await c.clickhouse.kill();
       await sleep(f.downMs);
-      await c.clickhouse.restart();
+      await startAgain('clickhouse', () => c.clickhouse.restart(), log);
       return;
     case 'clickhouse-freeze': {
       const pid = c.clickhouse.pid!;
@@ -126,11 +143,11 @@ async function apply(c: Cluster, f: Fault): Promise<void> {
     case 'role-kill':
       await c.stopRole(f.role, 'SIGKILL');
       await sleep(f.downMs);
-      await c.startRole(f.role, [f.role]);
+      await startAgain(f.role, () => c.startRole(f.role, [f.role]), log);
       return;
     case 'role-restart':
       await c.stopRole(f.role, 'SIGTERM');
-      await c.startRole(f.role, [f.role]);
+      await startAgain(f.role, () => c.startRole(f.role, [f.role]), log);
       return;
   }
 }
@@ -229,7 +246,7 @@ export async function runChaos(
       const line = describeFault(f);
       faultLines.push(line);
       log(`chaos: ${line}`);
-      await apply(c, f);
+      await apply(c, f, log);
     }
   } catch (e) {
     // A fault that could not be undone (a server that does not start again) is the harness's
