@@ -5,6 +5,7 @@
  * are not UTF-8 are a 400, never stored with replacement characters; a leading byte order mark is
  * dropped. The bulk route, which takes NDJSON and gzip, has tests of its own.
  */
+import http from 'node:http';
 import net from 'node:net';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -186,6 +187,70 @@ describe('transfer codings, on a real connection', () => {
     expect(answer).toMatch(/^HTTP\/1\.1 415 /);
     const get = await svc.app.inject({ method: 'GET', url: `/api/v5/vehicles/${id}`, headers: auth() });
     expect(get.statusCode).toBe(404);
+  });
+
+  // Over the single-PUT limit (1 MiB here), sent with a Content-Length and sent chunked (no
+  // length known before the body ends): the same 413, the model's error array, either way.
+  it.each(['content-length', 'chunked'])('answers 413 to a body over the limit sent with %s', async (framing) => {
+    const big = Buffer.from(vehicle('2f6b6f7e-3a52-4c5e-9d0a-2b7d9a4e1c0b', 'x'.repeat(4_000_000)));
+    const start = `PUT /api/v5/vehicles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer writer-token-acme\r\nContent-Type: application/json\r\n`;
+    const request =
+      framing === 'chunked'
+        ? Buffer.concat([
+            Buffer.from(`${start}Transfer-Encoding: chunked\r\n\r\n`),
+            ...Array.from({ length: Math.ceil(big.length / 65_536) }, (_, i) => {
+              const part = big.subarray(i * 65_536, (i + 1) * 65_536);
+              return Buffer.concat([Buffer.from(`${part.length.toString(16)}\r\n`), part, Buffer.from('\r\n')]);
+            }),
+            Buffer.from('0\r\n\r\n'),
+          ])
+        : Buffer.concat([Buffer.from(`${start}Content-Length: ${big.length}\r\n\r\n`), big]);
+    const answer = await roundTrip(request);
+    expect(answer).toMatch(/^HTTP\/1\.1 413 /);
+    expect(answer).toMatch(/content-type: application\/json/i);
+    expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual([
+      { type: 'payloadTooLarge', message: 'the body is larger than the limit of 1048576 bytes' },
+    ]);
+  });
+
+  // A client that sends its body as a stream and reads the answer when it comes (Node's own).
+  it.each([true, false])('answers 413 to a streamed client, chunked: %s', async (isChunked) => {
+    const part = Buffer.alloc(65_536, 0x20);
+    const parts = 64; // 4 MiB of spaces after the opening brace: over the limit
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'PUT',
+          path: '/api/v5/vehicles',
+          headers: {
+            authorization: 'Bearer writer-token-acme',
+            'content-type': 'application/json',
+            ...(isChunked ? {} : { 'content-length': String(1 + parts * part.length + 1) }),
+          },
+        },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
+      req.on('error', reject);
+      let sent = 0;
+      const more = (): void => {
+        if (sent === 0) req.write('{');
+        while (sent < parts) {
+          sent++;
+          if (!req.write(part)) return void req.once('drain', more);
+        }
+        req.end('}');
+      };
+      more();
+    });
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toEqual([{ type: 'payloadTooLarge', message: 'the body is larger than the limit of 1048576 bytes' }]);
   });
 
   it('accepts Transfer-Encoding: chunked', async () => {

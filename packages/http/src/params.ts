@@ -1,9 +1,8 @@
 /**
- * What a request names besides its body: path and query parameters, and its media type. Error
- * messages that echo what the client sent keep them short (`clip`).
+ * What a request's headers name: its media type, its content codings. Error messages that echo
+ * what the client sent keep them short (`clip`). Path and query parameters are checked against
+ * their routes' schemas (validation.ts).
  */
-import { isKindSegment, type KindSegment } from '@otm/model';
-import { invalidDocument, isUuid, notFound } from '@otm/core';
 
 /** Most characters of client-sent text (a path, a header, a name) an error message repeats. */
 export const ECHO_LIMIT = 200;
@@ -53,42 +52,4 @@ export function jsonMediaType(contentType: string | undefined): JsonMediaType | 
     if (charset !== 'utf-8' && charset !== 'utf8') return 'unsupported-charset';
   }
   return kind;
-}
-
-/** The `<kind>` path segment; an unknown kind is a 404 like any unknown path. */
-export function kindParam(raw: string | undefined, url: string, method: string): KindSegment {
-  if (raw !== undefined && isKindSegment(raw)) return raw;
-  throw notFound(`no resource at ${method} ${clip(url.split('?')[0]!)}`);
-}
-
-/** The `{UUID}` path segment, lower-cased; a malformed one is a 400. */
-export function uuidParam(raw: string | undefined): string {
-  if (raw === undefined || !isUuid(raw)) {
-    throw invalidDocument([
-      { type: 'invalidField', field: 'UUID', message: `the path parameter must be a UUID, got '${clip(raw ?? '')}'` },
-    ]);
-  }
-  return raw.toLowerCase();
-}
-
-/** Rejects query parameters other than `allowed`. */
-export function onlyQuery(query: unknown, allowed: readonly string[]): Record<string, string> {
-  const q = (query ?? {}) as Record<string, unknown>;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(q)) {
-    if (!allowed.includes(k)) {
-      throw invalidDocument([
-        {
-          type: 'invalidField',
-          field: clip(k),
-          message: `unknown query parameter${allowed.length ? `; allowed: ${allowed.join(', ')}` : ''}`,
-        },
-      ]);
-    }
-    if (typeof v !== 'string') {
-      throw invalidDocument([{ type: 'invalidField', field: clip(k), message: 'must be given once' }]);
-    }
-    out[k] = v;
-  }
-  return out;
 }

@@ -19,4 +19,4 @@ export {
   type SharedFeedOptions,
 } from './shared-feed.js';
 export { TargetRule, RefusedTarget, embeddedIpv4, urlProblem, URL_MAX } from './ssrf.js';
-export { registerSubscriptionRoutes, MAX_SUBSCRIPTIONS_PER_TENANT, type SubscriptionRouteOptions } from './routes.js';
+export { subscriptions, MAX_SUBSCRIPTIONS_PER_TENANT, type SubscriptionRouteOptions } from './routes.js';

@@ -2,5 +2,5 @@ export { Ingress, envelopesFor, telemetryKey, type Accepted, type BulkResult, ty
 export { checkBulk, OUTCOME, type BulkCheckTask, type BulkFormat, type CheckedBulk, type RefusedBulk } from './bulk/check-body.js';
 export { BulkChecker, type BulkCheckerOptions } from './bulk/thread-pool.js';
 export { checkDocument } from './check-document.js';
-export { registerIngressRoutes } from './routes.js';
-export { registerValidateRoute } from './validate-route.js';
+export { bulkWrites, entityWrites, type BulkWriteOptions, type EntityWriteOptions } from './routes.js';
+export { validateRoute } from './validate-route.js';

@@ -1,19 +1,41 @@
 /**
- * The ingress's HTTP routes: the model's PUT and DELETE, and the bulk extension. What a bulk
+ * The ingress's route groups: the model's PUT and DELETE of each kind (`entityWrites`), and the
+ * bulk extension (`bulkWrites`), each a fastify plugin. What a bulk
  * request may cost is set by its limits, not by what it holds: its body is read up to the bulk
  * limit both as sent and decompressed, its documents are counted before any is parsed
  * (bulk/check-body.ts), and its answer is bounded (`bulkAnswer`).
  */
 import zlib from 'node:zlib';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { OtmError } from '@otm/model';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { KINDS, MODEL, type KindSegment, type OtmError } from '@otm/model';
 import { OtmServiceError, invalidDocument, jsonOf } from '@otm/core';
-import { JSON_TYPE, clip, contentCodings, jsonMediaType, kindParam, onlyQuery, uuidParam } from '@otm/http';
+import {
+  CREDENTIAL_UNCHECKED,
+  JSON_TYPE,
+  KIND_EXAMPLES,
+  NO_QUERY,
+  badRequest,
+  capital,
+  clip,
+  contentCodings,
+  emptyAnswer,
+  errorAnswer,
+  jsonAnswer,
+  jsonMediaType,
+  query,
+  ref,
+  uuidParams,
+} from '@otm/http';
 import { cappedErrors, refusal, type BulkFormat } from './bulk/check-body.js';
 import type { BulkChecker } from './bulk/thread-pool.js';
 import type { BulkResult, Ingress } from './ingress.js';
 
-export interface IngressRouteOptions {
+export interface EntityWriteOptions {
+  readonly ingress: Ingress;
+}
+
+export interface BulkWriteOptions {
+  readonly ingress: Ingress;
   /** Largest bulk body (bytes) and most documents in one bulk request. */
   readonly bulkLimit: number;
   readonly bulkMaxItems: number;
@@ -134,75 +156,184 @@ const tooLarge = (limit: number, decompressed = false): OtmServiceError => {
   return new OtmServiceError('payloadTooLarge', 413, message, { items: [{ type: 'payloadTooLarge', message }] });
 };
 
-interface KindParams {
-  kind: string;
-}
-interface EntityParams extends KindParams {
-  uuid: string;
-}
+/** The answer to a bulk request (`bulkAnswer`), as the OpenAPI document's `bulkResult`. */
+const BULK_RESULT = {
+  type: 'object',
+  required: ['accepted', 'rejected', 'items'],
+  properties: {
+    accepted: { type: 'integer' },
+    rejected: { type: 'integer' },
+    items: {
+      type: 'array',
+      items: {
+        type: 'object',
+        required: ['index'],
+        properties: {
+          index: { type: 'integer' },
+          id: { type: 'string' },
+          // The model's items of an invalid document; one insufficientStorage item for a document a store refused.
+          errors: { anyOf: [ref('clientError'), ref('errorItems')] },
+        },
+      },
+    },
+  },
+};
+
+const STORE_503 =
+  'The bus cannot take the write now, or a store refuses writes for lack of room (type insufficientStorage); with Retry-After; nothing was stored';
+
+/** `PUT /api/v5/<kind>` and `DELETE /api/v5/<kind>/{UUID}` of each kind. */
+// eslint-disable-next-line @typescript-eslint/require-await -- a fastify plugin without a `done` callback is an async function
+export const entityWrites: FastifyPluginAsync<EntityWriteOptions> = async (app: FastifyInstance, opts) => {
+  for (const k of KINDS) {
+    const kind: KindSegment = k.segment;
+    const name = capital(k.entityType);
+    const example = KIND_EXAMPLES[kind];
+    // `kind`: a per-kind scope (write:<kind>) is enough.
+    const config = { scope: 'write', kind } as const;
+    app.put(
+      `/api/v5/${kind}`,
+      {
+        config,
+        schema: {
+          operationId: MODEL.kinds[kind]?.operationId ?? `create${name}`,
+          summary: `Add (or replace) a ${k.label.toLowerCase()}; the id is generated when absent`,
+          tags: [k.label],
+          querystring: NO_QUERY,
+          body: { content: { 'application/json': { schema: ref(k.schema), example } } },
+          response: {
+            '200': jsonAnswer(
+              'The entity as stored (Location header: its path). A telemetry event sent as plain JSON (see the bulk extension) is stored and answered as the bytes sent; any other document as its re-encoded JSON.',
+              ref(k.schema),
+              example,
+            ),
+            '400': badRequest('Malformed JSON, a document that does not follow the model, or a query parameter'),
+            '503': errorAnswer(`${STORE_503}; or ${CREDENTIAL_UNCHECKED}`),
+          },
+        },
+      },
+      async (req, reply) => {
+        const { key, doc } = await opts.ingress.put(req.principal!.tenant, kind, req.body, req.sentBody);
+        // The answer is the accepted document; its text is made once and reused by an in-process worker.
+        return reply.code(200).header('location', `/api/v5/${kind}/${key}`).type(JSON_TYPE).send(jsonOf(doc));
+      },
+    );
+    app.delete<{ Params: { UUID: string } }>(
+      `/api/v5/${kind}/:UUID`,
+      {
+        config,
+        schema: {
+          operationId: `delete${name}ByUuid`,
+          tags: [k.label],
+          params: uuidParams(),
+          querystring: NO_QUERY,
+          response: {
+            '204': emptyAnswer('Deleted (every lifecycle version; entities it held inline stay)'),
+            '400': badRequest('A malformed UUID'),
+            '404': errorAnswer('No such entity for this tenant'),
+            '503': errorAnswer(
+              `The bus cannot take the delete now, or a store refuses writes for lack of room (type insufficientStorage); with Retry-After; or ${CREDENTIAL_UNCHECKED}`,
+            ),
+          },
+        },
+      },
+      async (req, reply) => {
+        await opts.ingress.delete(req.principal!.tenant, kind, req.params.UUID.toLowerCase());
+        return reply.code(204).send();
+      },
+    );
+  }
+};
 
 /**
- * `PUT /api/v5/<kind>`, `DELETE /api/v5/<kind>/{UUID}`, and the extension
- * `POST /api/v5/bulk/<kind>[?atomic=true]`.
+ * `POST /api/v5/bulk/<kind>[?atomic=true]`, in a scope of its own, whose one content-type parser
+ * keeps the body as bytes (decompressed when it came gzip-compressed): the BulkChecker parses it,
+ * on a worker thread when it is large. Its content type and coding are checked when the request
+ * comes in, before its body is read. The bulk limit bounds the body as sent (fastify stops reading
+ * past it, its 413 mapped below to one that names the bulk limit) and the body decompressed:
+ * inflating stops as soon as the output passes the limit (zlib's `maxOutputLength`), so a
+ * compression bomb is never inflated to its end.
  */
-export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, opts: IngressRouteOptions): void {
-  // The bulk route in a scope of its own, whose one content-type parser keeps the body as bytes
-  // (decompressed when it came gzip-compressed): the BulkChecker parses it, on a worker thread
-  // when it is large. Its content type and coding are checked when the request comes in, before
-  // its body is read. The bulk limit bounds the body as sent (fastify stops reading past it, its
-  // 413 mapped below to one that names the bulk limit) and the body decompressed: inflating stops
-  // as soon as the output passes the limit (zlib's `maxOutputLength`), so a compression bomb is
-  // never inflated to its end.
-  // eslint-disable-next-line @typescript-eslint/require-await -- a fastify plugin without a `done` callback is an async function
-  app.register(async (scope) => {
-    scope.removeAllContentTypeParsers();
-    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
-      const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
-      if (content === undefined || content instanceof OtmServiceError)
-        return done(content ?? unsupported('a bulk body needs a Content-Type'), undefined);
-      if (!content.gzip) return done(null, { format: content.format, body: body as Buffer });
-      zlib.gunzip(body, { maxOutputLength: opts.bulkLimit }, (err, inflated) => {
-        if (err === null) return done(null, { format: content.format, body: inflated });
-        if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return done(tooLarge(opts.bulkLimit, true), undefined);
-        done(invalidDocument([{ type: 'invalidJson', message: `the body is not valid gzip: ${err.message}` }]), undefined);
-      });
+// eslint-disable-next-line @typescript-eslint/require-await -- a fastify plugin without a `done` callback is an async function
+export const bulkWrites: FastifyPluginAsync<BulkWriteOptions> = async (scope: FastifyInstance, opts) => {
+  scope.addComponentSchemas({ bulkResult: BULK_RESULT });
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser('*', { parseAs: 'buffer' }, (req, body, done) => {
+    const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
+    if (content === undefined || content instanceof OtmServiceError)
+      return done(content ?? unsupported('a bulk body needs a Content-Type'), undefined);
+    if (!content.gzip) return done(null, { format: content.format, body: body as Buffer });
+    zlib.gunzip(body, { maxOutputLength: opts.bulkLimit }, (err, inflated) => {
+      if (err === null) return done(null, { format: content.format, body: inflated });
+      if ((err as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') return done(tooLarge(opts.bulkLimit, true), undefined);
+      done(invalidDocument([{ type: 'invalidJson', message: `the body is not valid gzip: ${err.message}` }]), undefined);
     });
-    // Fastify's own 413 names no limit; the HTTP app's names the single-PUT one. Any other error
-    // goes on to the HTTP app's handler.
-    scope.setErrorHandler((err: FastifyError, _req, _reply) => {
-      if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') throw tooLarge(opts.bulkLimit);
-      throw err;
-    });
+  });
+  // Fastify's own 413 names no limit; the HTTP app's names the single-PUT one. Any other error
+  // goes on to the HTTP app's handler.
+  scope.setErrorHandler((err: FastifyError, _req, _reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') throw tooLarge(opts.bulkLimit);
+    throw err;
+  });
 
-    // Refuses a content type or coding the route does not take, before the body is read (the
-    // HTTP app has authenticated the request by then).
-    const checkContent = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
-      const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
-      if (content instanceof OtmServiceError) return done(content);
-      // No Content-Type: fine when there is no body (then it is empty, and refused as such).
-      const length = req.headers['content-length'];
-      if (content === undefined && (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))) {
-        return done(unsupported('a bulk body needs a Content-Type: application/json or application/x-ndjson'));
-      }
-      done();
-    };
+  // Refuses a content type or coding the route does not take, before the body is read (the
+  // HTTP app has authenticated the request by then).
+  const checkContent = (req: FastifyRequest, _reply: FastifyReply, done: (err?: Error) => void): void => {
+    const content = bulkContent(req.headers['content-type'], req.headers['content-encoding']);
+    if (content instanceof OtmServiceError) return done(content);
+    // No Content-Type: fine when there is no body (then it is empty, and refused as such).
+    const length = req.headers['content-length'];
+    if (content === undefined && (req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0'))) {
+      return done(unsupported('a bulk body needs a Content-Type: application/json or application/x-ndjson'));
+    }
+    done();
+  };
 
-    scope.post<{ Params: KindParams; Body: RawBulkBody | undefined }>(
-      '/api/v5/bulk/:kind',
-      // `contentEncodings`: the HTTP app lets gzip through to this route (and refuses other codings).
-      { config: { scope: 'write', contentEncodings: ['gzip'] }, bodyLimit: opts.bulkLimit, onRequest: checkContent },
+  for (const k of KINDS) {
+    const kind: KindSegment = k.segment;
+    scope.post<{ Querystring: { atomic?: boolean }; Body: RawBulkBody | undefined }>(
+      `/api/v5/bulk/${kind}`,
+      {
+        // `contentEncodings`: the HTTP app lets gzip through to this route (and refuses other codings).
+        config: { scope: 'write', kind, contentEncodings: ['gzip'] },
+        bodyLimit: opts.bulkLimit,
+        onRequest: checkContent,
+        schema: {
+          operationId: `bulkCreate${capital(k.entityType)}`,
+          summary: `Extension: many ${kind} at once, each checked like a PUT`,
+          description:
+            'Each document is checked and stored as a PUT of it would be; invalid ones are reported by index. ' +
+            'A telemetry event sent as plain JSON (compact, with its id, no repeated member name, no member name starting with a digit, ' +
+            'no number with an exponent or more than 15 significant digits) is stored as the bytes sent, as by PUT; any other document as its re-encoded JSON.',
+          tags: [k.label, 'Extensions'],
+          querystring: query({ atomic: { type: 'boolean', description: 'all or nothing', 'x-message': 'must be true or false' } }),
+          body: {
+            content: {
+              'application/json': { schema: { type: 'array', items: ref(k.schema) }, example: [KIND_EXAMPLES[kind]] },
+              'application/x-ndjson': { schema: { type: 'string', description: 'one document per line' } },
+            },
+          },
+          response: {
+            '200': jsonAnswer('Per item: its id, or the model error items for it', ref('bulkResult')),
+            '400': badRequest('A body that is neither a JSON array nor NDJSON, or a bad `atomic`'),
+            '413': errorAnswer('More than OTM_BULK_LIMIT bytes (as sent, or once decompressed) or OTM_BULK_MAX_ITEMS documents'),
+            '415': errorAnswer('A body that is neither JSON nor NDJSON in UTF-8, or compressed otherwise than with gzip'),
+            '503': jsonAnswer(
+              `The bus cannot take the writes now (with Retry-After; nothing was stored; the error array); or ${CREDENTIAL_UNCHECKED}; ` +
+                'or a store refused some of the documents for lack of room: the per-item answer (as 200), with Retry-After, in which every ' +
+                'document not stored has an error item of type insufficientStorage (every document of an atomic request); sending them, or the whole request, again is safe',
+              { anyOf: [ref('errorItems'), ref('bulkResult')] },
+            ),
+          },
+        },
+      },
       async (req, reply) => {
-        const kind = kindParam(req.params.kind, req.url, req.method);
-        const q = onlyQuery(req.query, ['atomic']);
-        if (q.atomic !== undefined && q.atomic !== 'true' && q.atomic !== 'false') {
-          throw invalidDocument([{ type: 'invalidField', field: 'atomic', message: 'must be true or false' }]);
-        }
         const { format, body } = req.body ?? { format: 'json', body: Buffer.alloc(0) };
         const checked = await opts.bulkChecker.check({ body, format, kind, maxDepth: opts.maxDepth, maxItems: opts.bulkMaxItems });
         if (!checked.ok) throw refusal(checked);
         // The quotas count documents: the request's arrival took one, its other documents now.
         if (checked.count > 1) await req.server.chargeQuota(req, reply, checked.count - 1, checked.count);
-        const result = await ingress.bulk(req.principal!.tenant, kind, checked, q.atomic === 'true');
+        const result = await opts.ingress.bulk(req.principal!.tenant, kind, checked, req.query.atomic === true);
         // Documents a store refused for lack of room (or for now): 503, Retry-After, and the
         // per-item answer that says which documents were stored and which to send again.
         if (result.retryAfterSeconds !== undefined) {
@@ -211,21 +342,5 @@ export function registerIngressRoutes(app: FastifyInstance, ingress: Ingress, op
         return reply.code(200).type(JSON_TYPE).send(bulkAnswer(result));
       },
     );
-  });
-
-  app.put<{ Params: KindParams }>('/api/v5/:kind', { config: { scope: 'write' } }, async (req, reply) => {
-    const kind = kindParam(req.params.kind, req.url, req.method);
-    onlyQuery(req.query, []);
-    const { key, doc } = await ingress.put(req.principal!.tenant, kind, req.body, req.sentBody);
-    // The answer is the accepted document; its text is made once and reused by an in-process worker.
-    return reply.code(200).header('location', `/api/v5/${kind}/${key}`).type(JSON_TYPE).send(jsonOf(doc));
-  });
-
-  app.delete<{ Params: EntityParams }>('/api/v5/:kind/:uuid', { config: { scope: 'write' } }, async (req, reply) => {
-    const kind = kindParam(req.params.kind, req.url, req.method);
-    const key = uuidParam(req.params.uuid);
-    onlyQuery(req.query, []);
-    await ingress.delete(req.principal!.tenant, kind, key);
-    return reply.code(204).send();
-  });
-}
+  }
+};

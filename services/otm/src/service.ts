@@ -18,23 +18,26 @@ import {
   type Subscription,
   type TokenEntry,
 } from '@otm/core';
-import { ApiKeyAuthenticator, JwtVerifier, createHttpApp, methodNotAllowed, type BearerAuthenticator } from '@otm/http';
-import { BulkChecker, Ingress, registerIngressRoutes, registerValidateRoute } from '@otm/ingress';
+import { ApiKeyAuthenticator, JwtVerifier, createHttpApp, servedElsewhere, type BearerAuthenticator } from '@otm/http';
+import { BulkChecker, Ingress, bulkWrites, entityWrites, validateRoute } from '@otm/ingress';
 import {
   Finder,
   Query,
   StreamHub,
   StreamTickets,
-  registerQueryRoutes,
-  registerStreamRoutes,
-  registerStreamTicketRoute,
+  changes,
+  entityReads,
+  lists,
+  stream,
+  streamTickets,
   streamTicketKey,
+  tracks,
   type StreamOptions,
 } from '@otm/query';
 import { entityWorker, startEntityExport, telemetryWorker, type EntityExportOptions, type TelemetryBatching } from '@otm/worker';
-import { Dispatcher, registerSubscriptionRoutes, type DispatcherOptions } from '@otm/dispatcher';
+import { Dispatcher, subscriptions as subscriptionRoutes, type DispatcherOptions } from '@otm/dispatcher';
 import type { Adapters } from './adapters.js';
-import { registerWebRoutes, type WebOptions } from './web.js';
+import { webPages, type WebOptions } from './web.js';
 
 export interface Roles {
   readonly ingress: boolean;
@@ -170,28 +173,37 @@ export async function createService(
       return checks;
     },
   });
+  // The route groups, each a plugin. A process that serves one half of the API (the ingress, the
+  // query role) declares the other half as served elsewhere: a request for it gets a 405 naming
+  // the process that serves it.
   let bulkChecker: BulkChecker | undefined;
   if (roles.ingress) {
     bulkChecker = new BulkChecker({ threads: opts.bulkThreads ?? 0, minBytes: opts.bulkThreadMinBytes });
-    registerIngressRoutes(app, new Ingress({ bus, readers: { entities, events } }), {
+    const ingress = new Ingress({ bus, readers: { entities, events } });
+    await app.register(entityWrites, { ingress });
+    await app.register(bulkWrites, {
+      ingress,
       bulkLimit: opts.bulkLimit ?? 16_777_216,
       bulkMaxItems: opts.bulkMaxItems ?? 10_000,
       maxDepth: opts.maxDepth,
       bulkChecker,
     });
+  } else if (roles.query) {
+    await app.register(servedElsewhere(entityWrites));
+    await app.register(servedElsewhere(bulkWrites));
   }
   // Stream tickets are signed with a key every process derives alike: any of them gives and takes them.
   const tickets = roles.ingress || roles.query ? new StreamTickets(streamTicketKey(opts.tokens, opts.streams?.ticketSecret)) : undefined;
-  if (tickets) registerStreamTicketRoute(app, tickets);
-  if (roles.ingress || roles.query) {
-    registerValidateRoute(app);
-    methodNotAllowed(app, '/api/v5/validate/:kind', ['POST']);
+  if (tickets) {
+    await app.register(streamTickets, { tickets });
+    await app.register(validateRoute);
   }
   if (roles.query) {
     const finder = new Finder({ entities, events });
-    registerQueryRoutes(app, new Query({ entities, events }), finder, {
-      trackMaxDays: opts.trackMaxDays ?? 31,
-    });
+    await app.register(entityReads, { query: new Query({ entities, events }) });
+    await app.register(lists, { finder });
+    await app.register(changes, { finder });
+    await app.register(tracks, { finder, trackMaxDays: opts.trackMaxDays ?? 31 });
     // A heartbeat at least twice within the idle timeout, which would close a quiet stream.
     const idleMs = opts.connections?.idleTimeoutMs ?? DEFAULT_CONNECTION_LIMITS.idleTimeoutMs;
     const { ticketSecret: _secret, ...streams } = opts.streams ?? {};
@@ -204,24 +216,19 @@ export async function createService(
       logger: logger.child({ component: 'stream' }),
     });
     health.watch(() => hub.parts());
-    registerStreamRoutes(app, hub, tickets!);
-    await registerWebRoutes(app, opts.web);
-    methodNotAllowed(app, '/api/v5/stream', ['GET']);
-    for (const path of ['/api/v5/changes', '/api/v5/vehicles/positions', '/api/v5/vehicles/:uuid/track']) {
-      methodNotAllowed(app, path, ['GET', 'HEAD']);
-    }
-  }
-  if (roles.ingress || roles.query) {
-    if (!roles.query) methodNotAllowed(app, '/api/v5/stream', ['GET'], []);
-    methodNotAllowed(app, '/api/v5/stream/tickets', ['POST']);
-    methodNotAllowed(
-      app,
-      '/api/v5/:kind',
-      ['GET', 'HEAD', 'PUT'],
-      [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['PUT'] : [])],
-    );
-    const one = [...(roles.query ? ['GET', 'HEAD'] : []), ...(roles.ingress ? ['DELETE'] : [])];
-    methodNotAllowed(app, '/api/v5/:kind/:uuid', ['GET', 'HEAD', 'DELETE'], one);
+    await app.register(stream, { hub, tickets: tickets! });
+    // The open streams end when the app closes, so that closing does not wait for them.
+    app.addHook('preClose', (done) => {
+      hub.close();
+      done();
+    });
+    await app.register(webPages, opts.web ?? {});
+  } else if (roles.ingress) {
+    await app.register(servedElsewhere(entityReads));
+    await app.register(servedElsewhere(lists));
+    await app.register(servedElsewhere(changes));
+    await app.register(servedElsewhere(tracks));
+    await app.register(servedElsewhere(stream));
   }
 
   // Webhooks: the dispatcher delivers; the subscriptions API is served by every process that serves
@@ -236,7 +243,7 @@ export async function createService(
   dispatcher?.start();
   if (dispatcher !== undefined) health.watch(() => dispatcher.parts());
   if (roles.ingress || roles.query) {
-    registerSubscriptionRoutes(app, {
+    await app.register(subscriptionRoutes, {
       store: adapters.subscriptions,
       feed: entities.feed,
       allow: dispatching.allow ?? [],

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 
 /** Where the API documentation lives. */
 export const DOCS_PATH = '/api/v5/docs';
@@ -28,7 +28,10 @@ export interface WebOptions {
   mapStyle?: string;
 }
 
-export async function registerWebRoutes(app: FastifyInstance, opts: WebOptions = {}): Promise<void> {
+const PAGE = { description: 'The page', content: { 'text/html': { schema: { type: 'string' } } } };
+
+/** The pages (a fastify plugin): none, with a warning, when they are not built. */
+export const webPages: FastifyPluginAsync<WebOptions> = async (app: FastifyInstance, opts) => {
   const webDir = opts.webDir ?? DEFAULT_WEB_DIR;
   const missing = WEB_PAGES.filter((page) => !fs.existsSync(path.join(webDir, page)));
   if (missing.length > 0) {
@@ -39,14 +42,30 @@ export async function registerWebRoutes(app: FastifyInstance, opts: WebOptions =
   }
   // The docs page at its own address (its assets are the build's, under /assets/), not at /docs.html.
   const docs = fs.readFileSync(path.join(webDir, 'docs.html'));
-  const page = async (_req: unknown, reply: import('fastify').FastifyReply) => reply.type('text/html; charset=utf-8').send(docs);
-  app.get(DOCS_PATH, page);
-  app.get(`${DOCS_PATH}/`, page);
+  const page = async (_req: unknown, reply: FastifyReply) => reply.type('text/html; charset=utf-8').send(docs);
+  const summary = 'Extension: this description in Swagger UI (an HTML page); no token needed to load it';
+  app.get(DOCS_PATH, { schema: { operationId: 'apiDocs', summary, tags: ['Operations'], response: { '200': PAGE } } }, page);
+  app.get(`${DOCS_PATH}/`, { schema: { hide: true } }, page);
 
   const config = JSON.stringify({ mapStyle: opts.mapStyle ?? null });
-  app.get('/config.json', async (_req, reply) =>
-    reply.type('application/json; charset=utf-8').header('cache-control', 'no-store').send(config),
+  app.get(
+    '/config.json',
+    {
+      schema: {
+        operationId: 'pageConfig',
+        summary: "The fleet page's settings (OTM_MAP_STYLE); no token needed",
+        tags: ['Operations'],
+        response: {
+          '200': {
+            description: 'The settings',
+            content: { 'application/json': { schema: { type: 'object', properties: { mapStyle: { type: ['string', 'null'] } } } } },
+          },
+        },
+      },
+    },
+    async (_req, reply) => reply.type('application/json; charset=utf-8').header('cache-control', 'no-store').send(config),
   );
+  // The built files, each a route of its own, none in the OpenAPI document.
   await app.register(fastifyStatic, {
     root: webDir,
     prefix: '/',
@@ -55,4 +74,4 @@ export async function registerWebRoutes(app: FastifyInstance, opts: WebOptions =
     decorateReply: false,
     allowedPath: (pathName) => pathName !== '/docs.html',
   });
-}
+};

@@ -251,6 +251,25 @@ describe('bad requests get one clear answer and change nothing', () => {
     expect(patch.headers.allow).toBe('GET, HEAD, DELETE');
   });
 
+  it('any method a path does not declare (TRACE, PATCH, ...): 405 with the Allow of the path, in the error format', async () => {
+    const uuid = '6f1c1a52-8f6e-4a0e-bb4e-000000000000';
+    for (const [method, url, allow] of [
+      ['TRACE', '/api/v5/vehicles', 'GET, HEAD, PUT'],
+      ['OPTIONS', `/api/v5/trips/${uuid}`, 'GET, HEAD, DELETE'],
+      ['PATCH', '/api/v5/changes', 'GET, HEAD'],
+      ['DELETE', '/api/v5/vehicles/positions', 'GET, HEAD'],
+      ['PUT', '/api/v5/bulk/trips', 'POST'],
+      ['GET', '/api/v5/stream/tickets', 'POST'],
+      ['POST', '/api/v5/stream', 'GET'],
+      ['POST', '/healthz', 'GET, HEAD'],
+      ['DELETE', '/api/v5/openapi.json', 'GET, HEAD'],
+    ] as const) {
+      const res = await svc.app.inject({ method, url, headers: auth() });
+      expect({ method, url, status: res.statusCode, allow: res.headers.allow }).toEqual({ method, url, status: 405, allow });
+      expect(res.json()).toEqual([{ type: 'methodNotAllowed', message: expect.stringContaining(allow) }]);
+    }
+  });
+
   it('an entityType that disagrees with the path: 400 at entityType, nothing stored', async () => {
     const id = '7d4c2a1e-5b6f-4c3d-8e9f-0a1b2c3d4e5f';
     const res = await put('trips', { ...vehicle, id });

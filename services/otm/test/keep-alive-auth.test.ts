@@ -1,6 +1,6 @@
 /**
  * Authentication over one kept-alive connection: the service remembers the header a connection
- * sent last (packages/http/src/app.ts), and that must never let a later, different header through.
+ * sent last (packages/http/src/authentication.ts), and that must never let a later, different header through.
  * Real sockets (app.inject makes a new one per request), one connection reused for every request.
  */
 import http from 'node:http';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KINDS, validateEntity, type KindSegment } from '@otm/model';
-import { startService, type TestService } from './helpers.js';
+import { auth, startService, type TestService } from './helpers.js';
 
 let svc: TestService;
 beforeAll(async () => {
@@ -131,5 +131,37 @@ describe('GET /api/v5/openapi.json', () => {
     expect(checked).toHaveLength(KINDS.length * 5 + 1);
     expect(checked).toContain('GET /api/v5/vehicles/{UUID} 200 application/json');
     expect(checked).toContain('GET /api/v5/vehicles/{UUID}/track 200 application/json');
+  });
+
+  // A small schema-driven fuzz: every operation the document describes, asked with its declared
+  // method (without a body, with no query, with an unknown query parameter, with a malformed id)
+  // and with a method its path does not have: each answer's status is one the operation documents
+  // (or a 405 with Allow), and its content type one documented for that status.
+  it('answers every request made from the document with a status and content type the document gives', async () => {
+    const doc = (await svc.app.inject({ method: 'GET', url: '/api/v5/openapi.json' })).json<{
+      paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, unknown> }> }>>;
+    }>();
+    const problems: unknown[] = [];
+    const uuid = '6f1c1a52-8f6e-4a0e-bb4e-00000000f000';
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        // The stream stays open when it is accepted: asked with a bad parameter only.
+        const streams = op.responses['200']?.content?.['text/event-stream'] !== undefined;
+        const urls = [path.replace(/\{(UUID|id)\}/g, uuid).replace('{kind}', 'trips')];
+        urls.push(`${urls[0]}?bogus=1`);
+        if (path.includes('{')) urls.push(path.replace(/\{(UUID|id|kind)\}/g, 'not-an-id'));
+        for (const url of streams ? urls.slice(1) : urls) {
+          const res = await svc.app.inject({ method: method.toUpperCase() as 'GET', url, headers: auth() });
+          const answer = op.responses[String(res.statusCode)];
+          const type = String(res.headers['content-type'] ?? '').split(';')[0]!;
+          if (answer === undefined) problems.push(`${method} ${url}: ${res.statusCode} not documented`);
+          else if (res.body !== '' && answer.content?.[type] === undefined) problems.push(`${method} ${url}: ${type} not documented`);
+        }
+      }
+      const other = ['PATCH', 'TRACE'].find((m) => ops[m.toLowerCase()] === undefined)!;
+      const res = await svc.app.inject({ method: other as 'PATCH', url: path.replace(/\{(UUID|id)\}/g, uuid).replace('{kind}', 'trips') });
+      if (res.statusCode !== 405 || res.headers.allow === undefined) problems.push(`${other} ${path}: ${res.statusCode}`);
+    }
+    expect(problems).toEqual([]);
   });
 });

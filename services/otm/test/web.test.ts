@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { DOCS_PATH, registerWebRoutes } from '../src/web.js';
+import { DOCS_PATH, webPages } from '../src/web.js';
 
 let dir: string;
 let app: FastifyInstance;
@@ -33,7 +33,7 @@ function build(): void {
 describe('the pages', () => {
   it('serves the docs page and the fleet page from the build in webDir', async () => {
     build();
-    await registerWebRoutes(app, { webDir: dir, mapStyle: 'https://tiles.example.org/{z}/{x}/{y}.png' });
+    await app.register(webPages, { webDir: dir, mapStyle: 'https://tiles.example.org/{z}/{x}/{y}.png' });
     for (const url of [DOCS_PATH, `${DOCS_PATH}/`]) {
       const res = await app.inject({ method: 'GET', url });
       expect(res.statusCode).toBe(200);
@@ -57,7 +57,7 @@ describe('the pages', () => {
 
   it('serves no page, and says why, from a folder without the build', async () => {
     fs.writeFileSync(path.join(dir, 'index.html'), '<!doctype html>');
-    await registerWebRoutes(app, { webDir: dir });
+    await app.register(webPages, { webDir: dir });
     for (const url of ['/', DOCS_PATH, '/config.json']) expect((await app.inject({ method: 'GET', url })).statusCode).toBe(404);
     expect(warnings).toEqual([expect.stringMatching(/^the pages are not built \(docs\.html missing in .*\): `npm run build` builds them/)]);
   });

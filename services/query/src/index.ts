@@ -1,13 +1,13 @@
 export { Query, type QueryDeps } from './query.js';
 export { DOCUMENT_MEMBER, Finder, changeHead, changeItem, type FindDeps } from './find.js';
-export { registerQueryRoutes, type QueryRouteOptions } from './routes.js';
+export { changes, entityReads, lists } from './routes.js';
+export { tracks, positionJson, type TrackOptions } from './track-routes.js';
+export { stream, streamTickets, type StreamRouteOptions } from './stream-routes.js';
 export {
   MemoryStreamSlots,
   StreamHub,
   StreamTickets,
   TICKET_TTL_MS,
-  registerStreamRoutes,
-  registerStreamTicketRoute,
   streamTicketKey,
   type OpenStream,
   type StreamFilter,

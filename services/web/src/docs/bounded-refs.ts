@@ -15,7 +15,7 @@
  * schema holding it (wrapping `JSONSchema202012`: a few levels under what is drawn, so that the
  * types shown are right), so a schema can still be followed to any depth; "Expand all" stops at
  * what was inlined so (else it would walk those millions of paths). The requests and answers of
- * the kinds have examples (openapi.ts), which Swagger UI shows and sends instead of samples.
+ * the kinds have examples (packages/http/src/examples.ts), which Swagger UI shows and sends instead of samples.
  */
 import type { Plugin, ReactContext } from 'swagger-ui-dist/swagger-ui-bundle.js';
 import { inlineRefs, resolveBounded } from './inline-refs.js';
