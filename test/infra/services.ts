@@ -704,7 +704,7 @@ async function fetchKafkaLibs(version: string, home: string): Promise<void> {
  * later starts map instead of loading and verifying them again.
  */
 async function dumpKafkaClassArchive(inst: KafkaInstallation, java: string): Promise<void> {
-  const dir = makeScratchDir('otm-kafka-', memoryBase());
+  const dir = makeScratchDir('otm-kafka-', opts.base ?? memoryBase());
   const archive = path.join(inst.home, `kafka.jsa.${process.pid}.tmp`);
   try {
     const [client, controller] = (await freePorts(2)) as [number, number];
@@ -738,6 +738,8 @@ export interface KafkaStartOptions {
    * proxy to `listen` (kafka-proxy.ts). Clients of `brokers` are not affected.
    */
   readonly proxied?: boolean;
+  /** The folder in which the broker's own folder (its properties and data) is made; default: one in memory. */
+  readonly base?: string;
 }
 
 export interface KafkaStartTimes {
@@ -852,7 +854,7 @@ export async function startKafka(opts: KafkaStartOptions = {}): Promise<KafkaSer
   const java = findExecutable('java')!;
   const errors: string[] = [];
   for (let attempt = 1; attempt <= KAFKA_START_ATTEMPTS; attempt++) {
-    const dir = makeScratchDir('otm-kafka-', memoryBase());
+    const dir = makeScratchDir('otm-kafka-', opts.base ?? memoryBase());
     try {
       const [client, controller, proxiedListen, proxiedAdvertised] = await freePorts(opts.proxied ? 4 : 2);
       const ports: KafkaPorts = {
