@@ -7,6 +7,7 @@
  * with the write happens in the same unit of work, so after the barrier the effects are visible
  * too, as they are at once in the embedded deployment.
  */
+import http from 'node:http';
 import type { TestService } from '../../services/otm/test/helpers.js';
 import { TOKENS } from '../../services/otm/test/helpers.js';
 import { startCluster } from './cluster.js';
@@ -38,18 +39,24 @@ export async function startDistributedService(opts: { bodyLimit?: number; maxDep
     },
   });
 
-  const request = async (o: InjectOptions): Promise<InjectResponse> => {
-    const res = await fetch(`${cluster.url}${o.url}`, {
-      method: o.method,
-      headers: o.headers ?? {},
-      ...(o.payload === undefined ? {} : { body: o.payload }),
+  // node:http rather than fetch: fetch refuses methods such as TRACE, which the suites send.
+  const request = (o: InjectOptions): Promise<InjectResponse> =>
+    new Promise((resolve, reject) => {
+      const req = http.request(`${cluster.url}${o.url}`, { method: o.method, headers: o.headers ?? {} }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const rawPayload = Buffer.concat(chunks);
+          const body = rawPayload.toString('utf8');
+          const headers: Record<string, string> = {};
+          for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) headers[k] = Array.isArray(v) ? v.join(', ') : v;
+          resolve({ statusCode: res.statusCode ?? 0, headers, body, rawPayload, json: () => JSON.parse(body) });
+        });
+      });
+      req.on('error', reject);
+      req.end(o.payload);
     });
-    const rawPayload = Buffer.from(await res.arrayBuffer());
-    const body = rawPayload.toString('utf8');
-    const headers: Record<string, string> = {};
-    res.headers.forEach((v, k) => (headers[k] = v));
-    return { statusCode: res.status, headers, body, rawPayload, json: () => JSON.parse(body) };
-  };
 
   /** Waits (up to 10 s) until the query service shows the write; then the suite goes on. */
   const barrier = async (o: InjectOptions, res: InjectResponse): Promise<void> => {
