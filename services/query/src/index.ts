@@ -1,5 +1,5 @@
 export { Query, type QueryDeps } from './query.js';
-export { DOCUMENT_MEMBER, Finder, changeHead, changeItem, type FindDeps } from './find.js';
+export { Finder, type FindDeps } from './find.js';
 export { registerQueryRoutes, type QueryRouteOptions } from './routes.js';
 export {
   MemoryStreamSlots,

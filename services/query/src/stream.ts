@@ -48,6 +48,7 @@ import {
   ThrottledLog,
   backoffDelay,
   changeFacts,
+  changeItem,
   filterValues,
   parseChangeDocument,
   reasonOf,
@@ -66,7 +67,7 @@ import {
   type TokenEntry,
 } from '@otm/core';
 import { JSON_TYPE, clip, onlyQuery } from '@otm/http';
-import { changeItem, type Finder } from './find.js';
+import type { Finder } from './find.js';
 import { bad, kindsParam } from './find-params.js';
 import { positionJson } from './routes.js';
 

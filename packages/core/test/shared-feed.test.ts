@@ -1,14 +1,22 @@
 /**
- * The dispatcher's shared reading of a tenant's feed (shared-feed.ts) against a feed in memory:
+ * The shared reading of a tenant's feed (shared-feed.ts) against a feed in memory:
  * each page read once for the readers that come by, readers that join inside a page, kinds, what
  * is kept and dropped, failures, reading ahead. What every reader gets is what it would read alone.
  */
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, changeFacts, parseChangeDocument, type FeedEntry } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { changeItem } from '@otm/query';
-import { DEFAULT_SHARED_FEED_OPTIONS, SharedChange, SharedFeed, type FeedReader } from '../src/index.js';
-import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from './memory-source.js';
+import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from '../../../test/fixtures/memory-feed.js';
+import {
+  DEFAULT_SHARED_FEED_OPTIONS,
+  ErrorCode,
+  SharedChange,
+  SharedFeed,
+  changeFacts,
+  changeItem,
+  parseChangeDocument,
+  type FeedEntry,
+  type FeedReader,
+} from '../src/index.js';
 
 /** A tenant's feed of `n` changes: vehicles, trips (some deleted), location events. */
 function fill(source: MemorySource, tenant: string, n: number, from = 0): void {
