@@ -2,7 +2,6 @@ export { Query, type QueryDeps } from './query.js';
 export { Finder, type FindDeps } from './find.js';
 export { registerQueryRoutes, type QueryRouteOptions } from './routes.js';
 export {
-  MemoryStreamSlots,
   StreamHub,
   StreamTickets,
   TICKET_TTL_MS,

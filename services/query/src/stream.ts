@@ -18,7 +18,7 @@
  * streams open in the process (no tenant label: its values have no bound).
  *
  * Each stream holds one of its token's OTM_STREAMS_PER_TOKEN slots (`StreamSlots`): in the process
- * (`MemoryStreamSlots`), or in Redis, where every query process counts the same slots. A slot is
+ * (embedded `MemoryStreamSlots`), or in Redis, where every query process counts the same slots. A slot is
  * taken before the stream opens (429 beyond the limit), renewed on the heartbeat, held for three
  * heartbeats at a time (so the slots of a process that died free themselves), and released when
  * the stream closes. Should the slots' store fail when a stream opens, the stream opens anyway
@@ -95,9 +95,9 @@ export interface StreamOptions {
   readonly perToken: number;
   /**
    * Where the streams of each token are counted: Redis (shared by every query process) with the
-   * Redis entity store; default a `MemoryStreamSlots` of this hub (the process's own).
+   * Redis entity store, else the process's own (embedded `MemoryStreamSlots`).
    */
-  readonly slots?: StreamSlots;
+  readonly slots: StreamSlots;
   /** How often a comment goes to every stream, so that proxies and clients see it alive, and its slot is renewed (default 15 s). */
   readonly heartbeatMs?: number;
   /** How long a slot is held from each renewal (default three heartbeats). */
@@ -136,55 +136,6 @@ export interface StreamFilter {
   readonly vehicle?: string;
   /** The trip itself, and events linked to it. */
   readonly trip?: string;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Slots
-// ---------------------------------------------------------------------------------------------
-
-/**
- * The stream slots of one process (the embedded deployment, and the default): per token, the ids
- * of its streams with the time each expires (`clock`). In one process a stream that closes always
- * releases its slot; the expiry is kept so that this one and Redis's answer alike.
- */
-export class MemoryStreamSlots implements StreamSlots {
-  /** Token (owner) → stream id → expiry (ms). */
-  private readonly held = new Map<string, Map<string, number>>();
-
-  constructor(private readonly clock: () => number = Date.now) {}
-
-  /** Slots held now, over all tokens (expired ones not swept yet included): for tests. */
-  get size(): number {
-    let n = 0;
-    for (const ids of this.held.values()) n += ids.size;
-    return n;
-  }
-
-  acquire(slot: StreamSlot, limit: number, ttlMs: number): Promise<boolean> {
-    const now = this.clock();
-    let ids = this.held.get(slot.owner);
-    if (ids !== undefined) for (const [id, expires] of ids) if (expires <= now) ids.delete(id);
-    if (!ids?.has(slot.id) && (ids?.size ?? 0) >= limit) return Promise.resolve(false);
-    if (ids === undefined) this.held.set(slot.owner, (ids = new Map<string, number>()));
-    ids.set(slot.id, now + ttlMs);
-    return Promise.resolve(true);
-  }
-
-  renew(slots: readonly StreamSlot[], ttlMs: number): Promise<void> {
-    const expires = this.clock() + ttlMs;
-    for (const slot of slots) {
-      let ids = this.held.get(slot.owner);
-      if (ids === undefined) this.held.set(slot.owner, (ids = new Map<string, number>()));
-      ids.set(slot.id, expires);
-    }
-    return Promise.resolve();
-  }
-
-  release(slot: StreamSlot): Promise<void> {
-    const ids = this.held.get(slot.owner);
-    if (ids?.delete(slot.id) && ids.size === 0) this.held.delete(slot.owner);
-    return Promise.resolve();
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -779,7 +730,7 @@ export class StreamHub {
     this.maxPending = opts.maxPendingBytes ?? 8 * 1024 * 1024;
     this.retry = Buffer.from(`retry: ${opts.retryMs ?? 2_000}\n\n`);
     this.retryAfter = opts.retryAfterSeconds ?? 10;
-    this.slots = opts.slots ?? new MemoryStreamSlots();
+    this.slots = opts.slots;
     this.slotTtlMs = opts.slotTtlMs ?? 3 * this.heartbeatMs;
     this.logger = opts.logger;
   }
