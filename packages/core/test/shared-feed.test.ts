@@ -204,4 +204,34 @@ describe('SharedFeed', () => {
     a.close(feed);
     b.close(feed);
   });
+
+  it("reads the documents of the kinds its readers need; a reader's that came while they were read, too", async () => {
+    const source = new MemorySource();
+    fill(source, 't', 30);
+    let gate: (() => void) | undefined;
+    const asked: string[][] = [];
+    const read = source.documents;
+    // Documents of the entries `want` takes only (as Finder reads them); the first call held until `gate` opens.
+    source.documents = async (tenant, entries, want?: (e: FeedEntry) => boolean) => {
+      const taken = want === undefined ? entries : entries.filter(want);
+      asked.push([...new Set(taken.map((e) => e.kind))].sort());
+      if (asked.length === 1) await new Promise<void>((resolve) => (gate = resolve));
+      const docs = await read(tenant, taken);
+      return entries.map((e) => (taken.includes(e) ? docs[taken.indexOf(e)] : undefined));
+    };
+    const feed = new SharedFeed(source, options);
+    let kinds: ReadonlySet<KindSegment> = new Set(['vehicles']);
+    const stream = feed.join('t', undefined, () => kinds);
+    const reading = stream.read(undefined);
+    while (gate === undefined) await new Promise((r) => setImmediate(r));
+    // A stream of events came while the documents were read: theirs are read before the page is given.
+    kinds = new Set(['vehicles', 'events']);
+    gate();
+    const slice = await reading;
+    expect(asked).toEqual([['vehicles'], ['events']]);
+    expect(slice.changes).toHaveLength(10);
+    for (const c of slice.changes) expect(c.doc !== undefined).toBe(c.entry.op === 'put' && c.entry.kind !== 'trips');
+    expect(source.reads).toBe(1);
+    stream.close(feed);
+  });
 });
