@@ -1,7 +1,7 @@
-/** The StreamSlots contract against the process's own slots (query's MemoryStreamSlots) and Redis's. */
+/** The StreamSlots contract against the process's own slots (embedded MemoryStreamSlots) and Redis's. */
 import { Redis } from 'ioredis';
 import { RedisStreamSlots } from '@otm/distributed';
-import { MemoryStreamSlots } from '@otm/query';
+import { MemoryStreamSlots } from '@otm/embedded';
 import { onOwnRedis, removeKeys, testPrefix } from './fixture.js';
 import { streamSlotsContract } from './stream-slots.contract.js';
 

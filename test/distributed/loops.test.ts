@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Health, TOPICS, createLogger, parseAddressRanges, registry, type EntityChange, type Envelope, type EventStore } from '@otm/core';
 import { RedisEntityStore } from '@otm/distributed';
 import { Dispatcher } from '@otm/dispatcher';
+import { MemoryStreamSlots } from '@otm/embedded';
 import { Finder, StreamHub, type StreamSink } from '@otm/query';
 import { EntityExporter, entityWorker } from '@otm/worker';
 import { integrationEnabled, requireServices, startRedis, type RedisService } from '../infra/services.js';
@@ -99,7 +100,7 @@ describe.skipIf(!enabled)('background loops when Redis is killed and started aga
       { store: store.subscriptions, source: finder, logger: silent },
       { allow: parseAddressRanges('127.0.0.1'), pollMs: 20, scanMs: 100, lingerMs: 20 },
     );
-    const hub = new StreamHub(finder, { perToken: 10, pollMs: 20, heartbeatMs: 60_000 });
+    const hub = new StreamHub(finder, { perToken: 10, slots: new MemoryStreamSlots(), pollMs: 20, heartbeatMs: 60_000 });
     const copied: EntityChange[] = [];
     const exporter = new EntityExporter(store, { writeEntityChanges: async (c) => (copied.push(...c), c.length) }, silent, {
       intervalMs: 50,

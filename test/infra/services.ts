@@ -704,7 +704,7 @@ async function fetchKafkaLibs(version: string, home: string): Promise<void> {
  * later starts map instead of loading and verifying them again.
  */
 async function dumpKafkaClassArchive(inst: KafkaInstallation, java: string): Promise<void> {
-  const dir = makeScratchDir('otm-kafka-', opts.base ?? memoryBase());
+  const dir = makeScratchDir('otm-kafka-', memoryBase());
   const archive = path.join(inst.home, `kafka.jsa.${process.pid}.tmp`);
   try {
     const [client, controller] = (await freePorts(2)) as [number, number];

@@ -1,13 +1,12 @@
 /**
  * What a change's item head costs (`{"cursor","op","kind","id","lifecycle"?`, written into a batch
- * for every change delivered): query's `changeHead` with its plain path (a cursor and an id that
+ * for every change delivered): core's `changeHead` (feed-item.ts) with its plain path (a cursor and an id that
  * are their own JSON) against the same head with both escaped by JSON.stringify and counted by
  * Buffer.byteLength, as before. UUID ids and numeric cursors, written into a buffer.
  *
  *   node bench/diag/webhook/change-head.mjs [heads=3000000]     # after npm run build
  */
-import { LIFECYCLES } from '../../../packages/core/dist/index.js';
-import { changeHead, isPlainChange } from '../../../services/query/dist/index.js';
+import { LIFECYCLES, changeHead } from '../../../packages/core/dist/index.js';
 
 const n = Number(process.argv[2] ?? 3_000_000);
 const entries = Array.from({ length: 1000 }, (_, i) => ({
@@ -24,9 +23,8 @@ const escaped = (e) => {
   return out.write(head, 0, 'utf8') + Buffer.byteLength(head);
 };
 const plain = (e) => {
-  const p = isPlainChange(e);
-  const head = changeHead(e, p);
-  return out.write(head, 0, 'utf8') + (p ? head.length : Buffer.byteLength(head));
+  const { head, headBytes } = changeHead(e);
+  return out.write(head, 0, 'utf8') + headBytes;
 };
 for (let round = 1; round <= 3; round++) {
   const line = [];

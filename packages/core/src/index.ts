@@ -19,3 +19,6 @@ export * from './rate-limit.js';
 export * from './health.js';
 export * from './loops.js';
 export * from './storage.js';
+export * from './feed-item.js';
+export * from './feed-change.js';
+export * from './shared-feed.js';

@@ -556,9 +556,9 @@ export interface StreamSlot {
 }
 
 /**
- * The slots of open streams, per token: in the process (query's `MemoryStreamSlots`, the embedded
- * deployment and the default) or in Redis, shared by every query process
- * (`RedisStreamSlots`, packages/distributed/src/redis/stream-slots.ts). A slot is held for a time
+ * The slots of open streams, per token: in the process (`MemoryStreamSlots`,
+ * packages/embedded/src/stream-slots.ts: the embedded deployment and the default) or in Redis,
+ * shared by every query process (`RedisStreamSlots`, packages/distributed/src/redis/stream-slots.ts). A slot is held for a time
  * (`ttlMs`, on the store's clock) and renewed while its stream is open, so that the slots of a
  * process that died free themselves once that time is over; a stream that closes releases its
  * slot at once. Rejects when the store cannot be reached.

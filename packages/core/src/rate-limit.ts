@@ -6,7 +6,8 @@
  * each limit has a "theoretical arrival time" (TAT); a request of cost `c` moves it to
  * `max(TAT, now) + c * T`, with `T = period / count`, and is let through when the new TAT is at
  * most one period ahead of now (a burst of one period's worth, `count`, then `count` a period).
- * A request refused moves nothing. Several limits are taken together: all of them, or none.
+ * A request refused moves nothing. Several limits are taken together: all of them, or none. The
+ * limiters: the process's own (embedded rate-limit.ts) and Redis's (distributed redis/rate-limit.ts).
  */
 import { Counter } from 'prom-client';
 import { registry } from './metrics.js';
@@ -83,33 +84,6 @@ export function gcra(
   const b = best ?? { allowed: true, index: -1, remaining: 0, resetMs: 0, retryAfterMs: 0 };
   // Members named: a spread followed by `tats` costs about a µs a request (V8).
   return { allowed: b.allowed, index: b.index, remaining: b.remaining, resetMs: b.resetMs, retryAfterMs: b.retryAfterMs, tats: next };
-}
-
-/** The limiter of one process: the buckets in a Map, expired ones swept as it grows. */
-export class MemoryRateLimiter implements RateLimiter {
-  private readonly tats = new Map<string, number>();
-  private sweepAt = 10_000;
-
-  constructor(private readonly clock: () => number = Date.now) {}
-
-  take(buckets: readonly RateBucket[], cost: number): Promise<RateDecision> {
-    const now = this.clock();
-    const d = gcra(
-      buckets,
-      buckets.map((b) => this.tats.get(b.key) ?? 0),
-      cost,
-      now,
-    );
-    if (d.allowed) {
-      buckets.forEach((b, i) => this.tats.set(b.key, d.tats[i]!));
-      if (this.tats.size >= this.sweepAt) {
-        // A TAT in the past is the same as none.
-        for (const [k, tat] of this.tats) if (tat <= now) this.tats.delete(k);
-        this.sweepAt = Math.max(10_000, this.tats.size * 2);
-      }
-    }
-    return Promise.resolve(d);
-  }
 }
 
 /** Requests refused by a quota, by which one (`credential`, `tenant`). */

@@ -9,3 +9,5 @@ export {
   type EventLogOptions,
 } from './event-log/index.js';
 export { LmdbApiKeyStore, openApiKeyStore } from './api-keys.js';
+export { MemoryRateLimiter } from './rate-limit.js';
+export { MemoryStreamSlots } from './stream-slots.js';

@@ -19,7 +19,7 @@ export interface Matcher {
   /** Whether the filter needs the document (else every change of the kinds is taken). */
   readonly needsDocument: boolean;
   matches(e: FeedEntry, doc: string | Buffer | undefined): boolean;
-  /** The same, the change's facts made by `facts` (called only when the filter needs them; shared-feed.ts makes them once a change). */
+  /** The same, the change's facts made by `facts` (called only when the filter needs them; core shared-feed.ts makes them once a change). */
   matchesFacts(e: FeedEntry, facts: () => ChangeFacts): boolean;
 }
 

@@ -10,13 +10,5 @@ export {
 } from './dispatcher.js';
 export { WebhookClient, signature, DEFAULT_HTTP_LIMITS, type AttemptResult, type HttpLimits } from './deliver.js';
 export { matcher, type Matcher } from './filter.js';
-export {
-  SharedFeed,
-  SharedChange,
-  FeedReader,
-  DEFAULT_SHARED_FEED_OPTIONS,
-  type FeedSlice,
-  type SharedFeedOptions,
-} from './shared-feed.js';
 export { TargetRule, RefusedTarget, embeddedIpv4, urlProblem, URL_MAX } from './ssrf.js';
 export { subscriptions, MAX_SUBSCRIPTIONS_PER_TENANT, type SubscriptionRouteOptions } from './routes.js';

@@ -10,12 +10,11 @@ import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger, registry, type SubscriptionStore } from '@otm/core';
+import { changeItem, createLogger, registry, type SubscriptionStore } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { changeItem } from '@otm/query';
+import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from '../../../test/fixtures/memory-feed.js';
 import { Dispatcher, type DispatcherOptions } from '../src/index.js';
 import { FAST, sleep, subscription, tempSubscriptionStore, until } from './helpers.js';
-import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from './memory-source.js';
 
 interface Received {
   readonly path: string;

@@ -9,9 +9,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Health, createLogger, registry, type Logger, type SubscriptionStore } from '@otm/core';
+import { MemorySource, vehicleKey } from '../../../test/fixtures/memory-feed.js';
 import { Dispatcher, type DispatcherOptions } from '../src/index.js';
 import { FAST, subscription, tempSubscriptionStore, until } from './helpers.js';
-import { MemorySource, vehicleKey } from './memory-source.js';
 
 const metric = async (name: string, loop: string) =>
   (await registry.getSingleMetric(name)!.get()).values.find((v) => v.labels.loop === loop)?.value ?? 0;

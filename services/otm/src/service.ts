@@ -8,7 +8,6 @@ import { precompile } from '@otm/model';
 import {
   DEFAULT_CONNECTION_LIMITS,
   Health,
-  MemoryRateLimiter,
   TOPICS,
   TokenVerifier,
   type ConnectionLimits,
@@ -18,6 +17,7 @@ import {
   type Subscription,
   type TokenEntry,
 } from '@otm/core';
+import { MemoryRateLimiter, MemoryStreamSlots } from '@otm/embedded';
 import { ApiKeyAuthenticator, JwtVerifier, createHttpApp, servedElsewhere, type BearerAuthenticator } from '@otm/http';
 import { BulkChecker, Ingress, bulkWrites, entityWrites, validateRoute } from '@otm/ingress';
 import {
@@ -211,7 +211,7 @@ export async function createService(
       perToken: 10,
       heartbeatMs: Math.max(10, Math.min(15_000, Math.floor(idleMs / 2))),
       // Every query process on the same Redis counts the same slots; else this process's own.
-      ...(adapters.streamSlots === undefined ? {} : { slots: adapters.streamSlots }),
+      slots: adapters.streamSlots ?? new MemoryStreamSlots(),
       ...streams,
       logger: logger.child({ component: 'stream' }),
     });

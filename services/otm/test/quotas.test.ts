@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ConfigError, MemoryRateLimiter, createLogger, gcra, loadConfig, parseRateLimit, parseTokens, type RateLimit } from '@otm/core';
+import { ConfigError, createLogger, gcra, loadConfig, parseRateLimit, parseTokens, type RateLimit } from '@otm/core';
+import { MemoryRateLimiter } from '@otm/embedded';
 import { createEmbeddedService, type EmbeddedService } from '../src/index.js';
 import { TOKENS, auth } from './helpers.js';
 

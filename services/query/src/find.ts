@@ -6,7 +6,7 @@
  */
 import type { KindSegment } from '@otm/model';
 import {
-  LIFECYCLES,
+  changeItem,
   facet,
   filterValues,
   isFacetFilter,
@@ -193,7 +193,7 @@ export class Finder {
     return { items, next: page.next ?? cursor };
   }
 
-  /** The tenant's change feed, as the stream (stream.ts) reads it. */
+  /** The tenant's change feed, as the stream (stream.ts) and the dispatcher read it (core shared-feed.ts). */
   get feed(): ChangeFeed {
     return this.deps.entities.feed;
   }
@@ -295,60 +295,6 @@ export class Finder {
     );
   }
 }
-
-/**
- * One change as `GET /api/v5/changes` and the stream answer it:
- * `{"cursor","op","kind","id","lifecycle"?,"document"?}`, the document's text as it is.
- */
-export function changeItem(e: FeedEntry, doc: string | Buffer | undefined): Buffer {
-  const { head, headBytes } = changeHead(e);
-  if (doc === undefined) return Buffer.from(`${head}}`);
-  const body = typeof doc === 'string' ? Buffer.from(doc) : doc;
-  const out = Buffer.allocUnsafe(headBytes + DOCUMENT_MEMBER.length + body.length + 1);
-  out.write(head, 0, 'utf8');
-  DOCUMENT_MEMBER.copy(out, headBytes);
-  body.copy(out, headBytes + DOCUMENT_MEMBER.length);
-  out[out.length - 1] = 0x7d; // '}'
-  return out;
-}
-
-/**
- * A change's item up to its document, `{"cursor","op","kind","id","lifecycle"?`, and its length in
- * UTF-8 bytes: written by hand, members in the order JSON.stringify of {cursor, op, kind, id,
- * lifecycle?} gives (op, kind and lifecycle are names; the cursor and the id escaped as it escapes
- * them), since the feed's readers make one for each change, and the object and its stringify cost
- * as much as the rest. When the cursor and the id are plain (isPlainChange) they are written as
- * they are, and the head is as many bytes as characters (no byte count needed).
- */
-export function changeHead(e: FeedEntry): { head: string; headBytes: number } {
-  const lifecycle =
-    e.op === 'put' && e.lifecycleRank !== undefined && e.lifecycleRank > 0 ? `,"lifecycle":"${LIFECYCLES[e.lifecycleRank - 1]}"` : '';
-  if (isPlainChange(e)) {
-    const head = `{"cursor":"${e.cursor}","op":"${e.op}","kind":"${e.kind}","id":"${e.key}"${lifecycle}`;
-    return { head, headBytes: head.length };
-  }
-  const head = `{"cursor":${JSON.stringify(e.cursor)},"op":"${e.op}","kind":"${e.kind}","id":${JSON.stringify(e.key)}${lifecycle}`;
-  return { head, headBytes: Buffer.byteLength(head) };
-}
-
-/**
- * Whether the change's cursor and id are printable ASCII without `"` or `\` (UUIDs and numbers:
- * most of them): JSON.stringify would only quote them, and each is a byte a character.
- */
-function isPlainChange(e: FeedEntry): boolean {
-  return isPlain(e.cursor) && isPlain(e.key);
-}
-
-function isPlain(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e || c === 0x22 || c === 0x5c) return false;
-  }
-  return true;
-}
-
-/** What joins a change's head to its document. */
-export const DOCUMENT_MEMBER = Buffer.from(',"document":');
 
 const compare = (a: ListPosition, b: ListPosition): number => a.at - b.at || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
 

@@ -1,10 +1,9 @@
 export { Query, type QueryDeps } from './query.js';
-export { DOCUMENT_MEMBER, Finder, changeHead, changeItem, type FindDeps } from './find.js';
+export { Finder, type FindDeps } from './find.js';
 export { changes, entityReads, lists } from './routes.js';
 export { tracks, positionJson, type TrackOptions } from './track-routes.js';
 export { stream, streamTickets, type StreamRouteOptions } from './stream-routes.js';
 export {
-  MemoryStreamSlots,
   StreamHub,
   StreamTickets,
   TICKET_TTL_MS,

@@ -5,9 +5,9 @@
  * read, the events read together in one call, as bytes.
  */
 import { describe, expect, it } from 'vitest';
-import type { ChangeFeed, FeedEntry, StoredDocument } from '@otm/core';
+import { changeItem, type ChangeFeed, type FeedEntry, type StoredDocument } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { Finder, changeItem, type FindDeps, type ManyDocumentsReader } from '../src/find.js';
+import { Finder, type FindDeps, type ManyDocumentsReader } from '../src/find.js';
 
 type Versions = Map<string, string>;
 const id = (kind: string, key: string, rank: number) => `${kind}|${key}|${rank}`;

@@ -1,91 +1,44 @@
 /**
- * The dispatcher's reading of the change feed, shared by the subscriptions of one tenant (as the
- * stream's `TenantReader` shares it between SSE clients, services/query/src/stream.ts).
+ * The one reading of the change feed per tenant: the stream's clients (query's stream reading) and
+ * the dispatcher's subscriptions read their tenant's feed through it, each page and each change's
+ * document once for all of them, each change a `SharedChange` (feed-change.ts) whose item, event
+ * and facts are made once, when first asked for.
  *
- * - The feed is read in pages of `pageSize` changes after a cursor, with their documents (query's
- *   `Finder.documents`), of the kinds the tenant's subscriptions here take (all of them when one
- *   takes every kind). What each change's item starts with (`{"cursor",...}`: the bytes a batch
- *   carries are those of query's `changeItem`) and the facts a filter looks at are made once, when
- *   first asked for, whatever the number of subscriptions; a batch's body is written from them and
- *   the documents' bytes in one buffer, without an item of its own a change.
+ * - The feed is read in pages of `pageSize` changes after a cursor (`FeedSource.feed`), of the
+ *   kinds the tenant's readers take (all of them when one takes every kind), with the documents
+ *   (`FeedSource.documents`) of the kinds its readers need them of (by default the kinds they
+ *   take; the stream's reading takes every change and needs the documents of its clients' kinds).
+ *   Should a reader that needs other documents come while they are read, those are read too.
  * - A page is kept (keyed by the cursor it was read after, and by each of its changes' cursors) so
- *   that the other subscriptions that come by read it from memory: a subscription whose cursor is
- *   the page's start or one of its changes takes the page's changes after it. A read under way is
- *   shared too. A page is dropped once every subscription of the tenant has taken it, or when the
- *   pages kept pass `maxBytes` (the least recently used first); a subscription far behind the
- *   others then reads on its own, as it would alone.
+ *   that the other readers that come by read it from memory: a reader whose cursor is the page's
+ *   start or one of its changes takes the page's changes after it. A read under way is shared too.
+ *   A page is dropped once every reader of the tenant has taken it, or when the pages kept pass
+ *   `maxBytes` (the least recently used first); a reader far behind the others then reads on its
+ *   own, as it would alone.
  * - `prefetch` starts the read of a page before it is needed (the dispatcher calls it once a POST
  *   is on its way: the next batch is read while the receiver reads the last one).
+ * - `readAlone` reads a page now for one reader, neither shared nor kept: a stream catching up,
+ *   whose meeting with its tenant's reading needs a read made after it looked.
  *
- * What is delivered is the same as each subscription reading on its own: the feed's changes in
- * its order, a put's document as the feed keeps it or as stored when read. A page read before a
- * change was stored simply ends before it: the change is in the next read, after the page's `next`.
+ * What is read is the same as each reader reading on its own: the feed's changes in its order, a
+ * put's document as the feed keeps it or as stored when read. A page read before a change was
+ * stored simply ends before it: the change is in the next read, after the page's `next`.
+ *
+ * It runs nothing of its own: a read that fails rejects to the readers that wait for it (their
+ * loops report and retry it, core loops.ts), and is not kept.
  */
 import type { KindSegment } from '@otm/model';
-import { changeFacts, parseChangeDocument, type ChangeFacts, type FeedEntry } from '@otm/core';
-import { DOCUMENT_MEMBER, changeHead, type Finder } from '@otm/query';
+import { SharedChange } from './feed-change.js';
+import type { ChangeFeed, FeedEntry } from './ports.js';
 
-/** What the dispatcher reads: the change feed and the documents of its entries (query's Finder). */
-export type DispatchSource = Pick<Finder, 'feed' | 'documents'>;
-
-/** One change of the feed with its document, read once for every subscription of the tenant. */
-export class SharedChange {
-  /** Its item up to the document: `{"cursor","op","kind","id","lifecycle"?`, and its length in bytes. */
-  private head: string | undefined;
-  private headBytes = 0;
-  private docBytes = 0;
-  private named?: ChangeFacts;
-
-  constructor(
-    readonly entry: FeedEntry,
-    readonly doc: string | Buffer | undefined,
-  ) {}
-
-  private made(): string {
-    if (this.head === undefined) {
-      // As query's `changeItem` writes it (tested byte for byte against it).
-      ({ head: this.head, headBytes: this.headBytes } = changeHead(this.entry));
-      const d = this.doc;
-      this.docBytes = d === undefined ? 0 : typeof d === 'string' ? Buffer.byteLength(d) : d.length;
-    }
-    return this.head;
-  }
-
-  /** The length in bytes of its item. */
-  itemLength(): number {
-    this.made();
-    return this.headBytes + (this.doc === undefined ? 0 : DOCUMENT_MEMBER.length + this.docBytes) + 1;
-  }
-
-  /** Writes its item into `out` at `at` (room for `itemLength()` bytes); answers where it ends. */
-  writeItem(out: Buffer, at: number): number {
-    let to = at + out.write(this.made(), at, 'utf8');
-    const d = this.doc;
-    if (d !== undefined) {
-      to += DOCUMENT_MEMBER.copy(out, to);
-      to += typeof d === 'string' ? out.write(d, to, 'utf8') : d.copy(out, to);
-    }
-    out[to] = 0x7d; // '}'
-    return to + 1;
-  }
-
-  /** The change as a batch (and `GET /api/v5/changes`) carries it: `{"cursor",...,"document"?}`. */
-  item(): Buffer {
-    const out = Buffer.allocUnsafe(this.itemLength());
-    this.writeItem(out, 0);
-    return out;
-  }
-
-  /** What the filters look at (core facets.ts `changeFacts`), the document parsed once. */
-  facts(): ChangeFacts {
-    const e = this.entry;
-    return (this.named ??= changeFacts(e.kind, e.key, e.kind === 'vehicles' ? undefined : parseChangeDocument(this.doc)));
-  }
-
-  /** About the bytes it holds (for the bound of what is kept). */
-  get size(): number {
-    return 300 + (this.doc === undefined ? 0 : this.doc.length);
-  }
+/** What the feed is read from: the change feed, and the documents of its entries (query's `Finder`). */
+export interface FeedSource {
+  readonly feed: ChangeFeed;
+  /**
+   * The documents of feed entries, in their order: a put's document as the feed keeps it, or as
+   * stored when read; undefined for a delete, and for the entries `want` leaves out (not read).
+   */
+  documents(tenant: string, entries: readonly FeedEntry[], want?: (e: FeedEntry) => boolean): Promise<Array<string | Buffer | undefined>>;
 }
 
 /** What a read answers: the changes after the cursor asked for, and where the next read starts. */
@@ -99,17 +52,19 @@ export interface FeedSlice {
 
 interface Page {
   readonly key: string;
-  /** The kinds read (undefined: every kind): a subscription may take the page if its kinds are among them. */
+  /** The kinds read (undefined: every kind): a reader may take the page if its kinds are among them, */
   readonly kinds: ReadonlySet<KindSegment> | undefined;
+  /** and the kinds whose documents it needs among those whose documents were read (undefined: every kind). */
+  readonly documentKinds: ReadonlySet<KindSegment> | undefined;
   readonly changes: SharedChange[];
   readonly next: string | undefined;
   readonly full: boolean;
   readonly bytes: number;
   /** When it was read (ms): a page older than `maxAgeMs` is read again rather than used. */
   readonly readAt: number;
-  /** The subscriptions (readers) that took it. */
+  /** The readers that took it. */
   readonly taken: Set<FeedReader>;
-  /** Cursor -> index, made when a subscription looks for a cursor inside it. */
+  /** Cursor -> index, made when a reader looks for a cursor inside it. */
   index?: Map<string, number>;
 }
 
@@ -118,7 +73,7 @@ export interface SharedFeedOptions {
   readonly pageSize: number;
   /** Most bytes of pages kept over all tenants (default 32 MiB); pages in use are held by their readers anyway. */
   readonly maxBytes: number;
-  /** How long a page is used after it was read (ms, default 10 s): a subscription that comes later reads again. */
+  /** How long a page is used after it was read (ms, default 10 s): a reader that comes later reads again. */
   readonly maxAgeMs: number;
 }
 
@@ -135,7 +90,10 @@ const covers = (page: ReadonlySet<KindSegment> | undefined, wanted: ReadonlySet<
   return true;
 };
 
-/** The pages of every tenant read by one dispatcher. */
+/** Whether the reader may take the page: it holds the reader's kinds, with the documents the reader needs. */
+const fits = (p: Page, r: FeedReader): boolean => covers(p.kinds, r.kinds) && covers(p.documentKinds, r.documentKinds);
+
+/** The pages of every tenant read by one user of the feed (the dispatcher, the stream's hub). */
 export class SharedFeed {
   private readonly tenants = new Map<string, TenantFeed>();
   /** Every page kept, least recently used first (a Map keeps insertion order). */
@@ -145,17 +103,41 @@ export class SharedFeed {
   reads = 0;
 
   constructor(
-    readonly source: DispatchSource,
+    readonly source: FeedSource,
     readonly options: SharedFeedOptions,
   ) {}
 
-  /** A subscription's reader of its tenant's feed; `close` it when the subscription's loop ends. */
-  join(tenant: string, kinds: ReadonlySet<KindSegment> | undefined): FeedReader {
+  /**
+   * A reader of the tenant's feed, taking the changes of `kinds` (undefined: every kind) and
+   * needing the documents of `documentKinds` (asked at each read; default: its kinds); `close` it
+   * when its loop ends.
+   */
+  join(
+    tenant: string,
+    kinds: ReadonlySet<KindSegment> | undefined,
+    documentKinds?: () => ReadonlySet<KindSegment> | undefined,
+  ): FeedReader {
     let t = this.tenants.get(tenant);
     if (t === undefined) this.tenants.set(tenant, (t = new TenantFeed(tenant, this)));
-    const r = new FeedReader(t, kinds);
+    const r = new FeedReader(t, kinds, documentKinds);
     t.readers.add(r);
     return r;
+  }
+
+  /**
+   * A page after `after` read now for one reader alone, neither shared nor kept, with the
+   * documents of `documentKinds` (undefined: every kind).
+   */
+  async readAlone(tenant: string, after: string | undefined, documentKinds: ReadonlySet<KindSegment> | undefined): Promise<FeedSlice> {
+    const { source, options } = this;
+    this.reads++;
+    const page = await source.feed.read({ tenant, limit: options.pageSize, ...(after === undefined ? {} : { after }) });
+    const docs = await source.documents(tenant, page.entries, (e) => documentKinds === undefined || documentKinds.has(e.kind));
+    return {
+      changes: page.entries.map((e, i) => new SharedChange(e, docs[i])),
+      next: page.next,
+      more: page.entries.length >= options.pageSize,
+    };
   }
 
   /** Tenants with a reader (for tests). */
@@ -223,17 +205,28 @@ class TenantFeed {
     return kinds;
   }
 
-  /** The changes after `after` of the kinds `kinds` takes (and maybe others), for `reader`. */
-  async read(reader: FeedReader, after: string | undefined, kinds: ReadonlySet<KindSegment> | undefined): Promise<FeedSlice> {
+  /** The kinds whose documents the tenant's readers need (undefined: every kind). */
+  private wantedDocuments(): Set<KindSegment> | undefined {
+    const kinds = new Set<KindSegment>();
+    for (const r of this.readers) {
+      const mine = r.documentKinds;
+      if (mine === undefined) return undefined;
+      for (const k of mine) kinds.add(k);
+    }
+    return kinds;
+  }
+
+  /** The changes after `after` of the reader's kinds (and maybe others), with the documents it needs. */
+  async read(reader: FeedReader, after: string | undefined): Promise<FeedSlice> {
     const key = keyOf(after);
     for (let round = 0; ; round++) {
       // A read after the same cursor under way: its page, if it has the kinds.
       const under = this.pages.get(key);
       if (under instanceof Promise) {
         const p = await under;
-        if (covers(p.kinds, kinds)) return this.take(reader, p, 0, true);
+        if (fits(p, reader)) return this.take(reader, p, 0, true);
       }
-      const kept = this.kept(reader, key, after, kinds);
+      const kept = this.kept(reader, key, after);
       if (kept !== undefined) return kept;
       // Other reads of the tenant under way may end up holding the cursor: once they are done, look
       // again (once), so that readers that started apart come to read the same pages.
@@ -242,24 +235,21 @@ class TenantFeed {
         await Promise.allSettled(others);
         continue;
       }
-      return this.take(reader, await this.load(key, after), 0, true);
+      const p = await this.load(key, after);
+      if (fits(p, reader)) return this.take(reader, p, 0, true);
+      // The reader's kinds grew while the page was read: read again.
     }
   }
 
   /** What the pages kept hold after `after`, if they do: a page read after it, else the rest of the page holding it. */
-  private kept(
-    reader: FeedReader,
-    key: string,
-    after: string | undefined,
-    kinds: ReadonlySet<KindSegment> | undefined,
-  ): FeedSlice | undefined {
+  private kept(reader: FeedReader, key: string, after: string | undefined): FeedSlice | undefined {
     const oldest = Date.now() - this.shared.options.maxAgeMs;
     for (const p of [...this.pages.values()]) if (!(p instanceof Promise) && p.readAt < oldest) this.drop(p);
     const found = this.pages.get(key);
-    if (found !== undefined && !(found instanceof Promise) && covers(found.kinds, kinds)) return this.take(reader, found, 0, false);
+    if (found !== undefined && !(found instanceof Promise) && fits(found, reader)) return this.take(reader, found, 0, false);
     if (after === undefined) return undefined;
     for (const p of this.pages.values()) {
-      if (p instanceof Promise || !covers(p.kinds, kinds)) continue;
+      if (p instanceof Promise || !fits(p, reader)) continue;
       const i = (p.index ??= indexOf(p)).get(after);
       if (i === undefined) continue;
       if (i + 1 < p.changes.length) return this.take(reader, p, i + 1, false);
@@ -285,6 +275,37 @@ class TenantFeed {
     });
   }
 
+  /**
+   * The documents of a page's entries (of `kinds`, undefined: every kind), of the kinds some
+   * reader needs them of; those of other kinds too should a reader that needs them come while
+   * they are read. With what was read: the kinds whose documents the page holds.
+   */
+  private async documents(
+    entries: readonly FeedEntry[],
+    kinds: ReadonlySet<KindSegment> | undefined,
+  ): Promise<{ docs: Array<string | Buffer | undefined>; documentKinds: ReadonlySet<KindSegment> | undefined }> {
+    const { source } = this.shared;
+    let want = this.wantedDocuments();
+    // Every entry's document is wanted (the page holds no other kinds): read as they are.
+    if (want === undefined || (kinds !== undefined && covers(want, kinds))) {
+      return { docs: await source.documents(this.tenant, entries), documentKinds: want };
+    }
+    const docs = new Array<string | Buffer | undefined>(entries.length);
+    const read = new Set<KindSegment>();
+    for (;;) {
+      const asked = want;
+      const got = await source.documents(this.tenant, entries, (e) => !read.has(e.kind) && (asked === undefined || asked.has(e.kind)));
+      got.forEach((d, i) => {
+        if (d !== undefined) docs[i] = d;
+      });
+      if (asked === undefined) return { docs, documentKinds: undefined };
+      for (const k of asked) read.add(k);
+      // Readers came meanwhile: are the documents they need read?
+      want = this.wantedDocuments();
+      if (want !== undefined && covers(read, want)) return { docs, documentKinds: read };
+    }
+  }
+
   /** Reads the page after `after` (shared while under way), and keeps it unless it is empty. */
   private load(key: string, after: string | undefined): Promise<Page> {
     const kinds = this.wanted();
@@ -297,7 +318,8 @@ class TenantFeed {
         ...(after === undefined ? {} : { after }),
         ...(kinds === undefined ? {} : { kinds }),
       });
-      const docs = page.entries.length === 0 ? [] : await source.documents(this.tenant, page.entries);
+      const { docs, documentKinds } =
+        page.entries.length === 0 ? { docs: [], documentKinds: this.wantedDocuments() } : await this.documents(page.entries, kinds);
       let bytes = 0;
       const changes = page.entries.map((e, i) => {
         const c = new SharedChange(e, docs[i]);
@@ -307,6 +329,7 @@ class TenantFeed {
       return {
         key,
         kinds,
+        documentKinds,
         changes,
         next: page.next,
         full: page.entries.length >= options.pageSize,
@@ -358,7 +381,7 @@ class TenantFeed {
   }
 }
 
-/** One subscription's reading of its tenant's feed. */
+/** One reader's reading of its tenant's feed (a subscription's, a tenant's streams'). */
 export class FeedReader {
   private closed = false;
 
@@ -366,11 +389,17 @@ export class FeedReader {
     private readonly tenant: TenantFeed,
     /** The kinds it takes (undefined: every kind). */
     public kinds: ReadonlySet<KindSegment> | undefined,
+    private readonly documentsOf?: () => ReadonlySet<KindSegment> | undefined,
   ) {}
+
+  /** The kinds whose documents it needs (undefined: every kind): its kinds unless it was told others. */
+  get documentKinds(): ReadonlySet<KindSegment> | undefined {
+    return this.documentsOf === undefined ? this.kinds : this.documentsOf();
+  }
 
   /** The changes after `after` (of its kinds, and maybe others: check `entry.kind`). */
   read(after: string | undefined): Promise<FeedSlice> {
-    return this.tenant.read(this, after, this.kinds);
+    return this.tenant.read(this, after);
   }
 
   /** Starts reading after `after` before it is asked for. */

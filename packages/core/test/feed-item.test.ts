@@ -1,7 +1,6 @@
-/** The feed's item as written by hand (find.ts `changeItem`) is what JSON.stringify of the same members gives. */
+/** The feed's item as written by hand (feed-item.ts `changeItem`) is what JSON.stringify of the same members gives. */
 import { describe, expect, it } from 'vitest';
-import { LIFECYCLES, type FeedEntry } from '@otm/core';
-import { changeItem } from '../src/find.js';
+import { LIFECYCLES, changeItem, type FeedEntry } from '../src/index.js';
 
 const reference = (e: FeedEntry, doc: string | undefined): string => {
   const head: Record<string, unknown> = { cursor: e.cursor, op: e.op, kind: e.kind, id: e.key };

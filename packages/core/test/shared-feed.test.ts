@@ -1,14 +1,22 @@
 /**
- * The dispatcher's shared reading of a tenant's feed (shared-feed.ts) against a feed in memory:
+ * The shared reading of a tenant's feed (shared-feed.ts) against a feed in memory:
  * each page read once for the readers that come by, readers that join inside a page, kinds, what
  * is kept and dropped, failures, reading ahead. What every reader gets is what it would read alone.
  */
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, changeFacts, parseChangeDocument, type FeedEntry } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { changeItem } from '@otm/query';
-import { DEFAULT_SHARED_FEED_OPTIONS, SharedChange, SharedFeed, type FeedReader } from '../src/index.js';
-import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from './memory-source.js';
+import { MemorySource, eventKey, locationOf, tripKey, vehicleKey } from '../../../test/fixtures/memory-feed.js';
+import {
+  DEFAULT_SHARED_FEED_OPTIONS,
+  ErrorCode,
+  SharedChange,
+  SharedFeed,
+  changeFacts,
+  changeItem,
+  parseChangeDocument,
+  type FeedEntry,
+  type FeedReader,
+} from '../src/index.js';
 
 /** A tenant's feed of `n` changes: vehicles, trips (some deleted), location events. */
 function fill(source: MemorySource, tenant: string, n: number, from = 0): void {
@@ -195,5 +203,35 @@ describe('SharedFeed', () => {
     expect(source.reads).toBe(reads + 2);
     a.close(feed);
     b.close(feed);
+  });
+
+  it("reads the documents of the kinds its readers need; a reader's that came while they were read, too", async () => {
+    const source = new MemorySource();
+    fill(source, 't', 30);
+    let gate: (() => void) | undefined;
+    const asked: string[][] = [];
+    const read = source.documents;
+    // Documents of the entries `want` takes only (as Finder reads them); the first call held until `gate` opens.
+    source.documents = async (tenant, entries, want?: (e: FeedEntry) => boolean) => {
+      const taken = want === undefined ? entries : entries.filter(want);
+      asked.push([...new Set(taken.map((e) => e.kind))].sort());
+      if (asked.length === 1) await new Promise<void>((resolve) => (gate = resolve));
+      const docs = await read(tenant, taken);
+      return entries.map((e) => (taken.includes(e) ? docs[taken.indexOf(e)] : undefined));
+    };
+    const feed = new SharedFeed(source, options);
+    let kinds: ReadonlySet<KindSegment> = new Set(['vehicles']);
+    const stream = feed.join('t', undefined, () => kinds);
+    const reading = stream.read(undefined);
+    while (gate === undefined) await new Promise((r) => setImmediate(r));
+    // A stream of events came while the documents were read: theirs are read before the page is given.
+    kinds = new Set(['vehicles', 'events']);
+    gate();
+    const slice = await reading;
+    expect(asked).toEqual([['vehicles'], ['events']]);
+    expect(slice.changes).toHaveLength(10);
+    for (const c of slice.changes) expect(c.doc !== undefined).toBe(c.entry.op === 'put' && c.entry.kind !== 'trips');
+    expect(source.reads).toBe(1);
+    stream.close(feed);
   });
 });
