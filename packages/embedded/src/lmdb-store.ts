@@ -10,7 +10,7 @@
  *   hold another inline;
  * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
  * - `lists` and `list-records`: the entities by facet in keyset order (lists.ts); `store-meta`:
- *   whether the lists cover every entity (a data folder of 0.1.0 had none: `catchUpLists`);
+ *   the key the disk probe writes (disk.ts);
  * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
  * - `positions`: the vehicles' latest positions (positions.ts);
  * - `subscriptions` and `subscription-deliveries`: webhook subscriptions (subscriptions.ts);
@@ -67,7 +67,7 @@ import { WriteGate, commitCause, fileProbe, freeBytes, gatedCommit, guardLmdbCom
 import { lockDataDir } from './dir-lock.js';
 import { FeedSeq, LmdbFeed } from './feed.js';
 import { END, SEP, prefixOf, ranksToTry } from './keys.js';
-import { catchUpLists, pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
+import { pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
 import { LmdbPositions, type Fix } from './positions.js';
 import { LmdbSubscriptionStore } from './subscriptions.js';
 import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js';
@@ -534,12 +534,6 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       pending: db('pending'),
       lists: { entries: db('lists'), records: db('list-records') },
     };
-    // A data folder of a version before lists: its entities are listed now, once (lists.ts).
-    const listed = catchUpLists(root, dbs.entities, dbs.lists, storeMeta, () =>
-      opts.warn?.('lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)'),
-    );
-    if (listed > 0)
-      opts.warn?.(`lists: listed ${listed} ${listed === 1 ? 'entity' : 'entities'} stored by an earlier version, before lists existed`);
     const feedDb = db('feed');
     const feedMeta = db('feed-meta');
     // One sequence for the entity store and the event log (feed.ts); made before the event log's
