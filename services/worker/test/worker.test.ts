@@ -37,7 +37,15 @@ const envelope = (doc: Record<string, unknown>): Envelope => ({
 const textEnvelope = (doc: Record<string, unknown>): Envelope => ({
   topic: TOPICS.telemetry,
   key: doc.id as string,
-  message: new TextPut('t', 'events', doc.id as string, 1, JSON.stringify(doc), 0, 0),
+  message: new TextPut({
+    tenant: 't',
+    kind: 'events',
+    key: doc.id as string,
+    acceptedAt: 1,
+    text: JSON.stringify(doc),
+    lifecycleRank: 0,
+    modified: 0,
+  }),
 });
 
 type Fix = LatestPosition & { tenant: string };
