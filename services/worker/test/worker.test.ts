@@ -14,7 +14,8 @@ import {
   type LatestPosition,
   type TelemetrySideEffects,
 } from '@otm/core';
-import { telemetryEffects, telemetryWorker, toWrite, type FixingEventStore } from '../src/worker.js';
+import { telemetryEffects, type FixingEventStore } from '../src/telemetry-effects.js';
+import { telemetryWorker, toWrite } from '../src/worker.js';
 
 const V = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01';
 const E1 = 'e0000000-0000-4000-8000-000000000001';
