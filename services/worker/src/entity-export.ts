@@ -415,7 +415,7 @@ export class EntityExporter {
     );
     const changes: EntityChange[] = [];
     kept.forEach((e, i) => {
-      // Members named: a spread followed by more members costs about a µs each (V8).
+      // Members named: a spread followed by more members costs far more in V8 (docs/PERFORMANCE.md, object spreads).
       const version = this.source.versionOf(e.cursor);
       if (e.op === 'delete') changes.push({ tenant, op: 'delete', kind: e.kind, key: e.key, lifecycleRank: 0, at: e.at, version });
       else if (docs[i] !== undefined)
