@@ -12,7 +12,17 @@ const ROUNDS = Number(process.argv[2] ?? 4);
 const texts = [];
 for (let i = 0; i < 5_000; i++) {
   const id = `7c000000-0000-4000-8000-${String(i).padStart(12, '0')}`;
-  const encoded = encodeMessage(new TextPut('acme', 'events', id, Date.now(), Buffer.from(locationEvent(id, i)), 2, 0));
+  const encoded = encodeMessage(
+    new TextPut({
+      tenant: 'acme',
+      kind: 'events',
+      key: id,
+      acceptedAt: Date.now(),
+      text: Buffer.from(locationEvent(id, i)),
+      lifecycleRank: 2,
+      modified: 0,
+    }),
+  );
   texts.push(typeof encoded === 'string' ? encoded : encoded.toString('utf8'));
 }
 const cpuUs = (fn) => {

@@ -15,202 +15,34 @@
  * - an update or association whose target is not known yet is kept and applied when the target
  *   arrives; one that cannot be applied then is dropped, logged and counted;
  * - actions and events are kept per lifecycle (see lifecycle.ts).
+ *
+ * What an event does to the document it names is model-effects.ts; this module applies it to the
+ * store, in order, within the unit.
  */
-import {
-  associationTarget,
-  holdingMember,
-  inlineEntities,
-  kindOfEntityType,
-  type InlineEntity,
-  validateEntity,
-  type KindSegment,
-  type OtmError,
-} from '@otm/model';
+import { inlineEntities, validateEntity, type InlineEntity, type KindSegment } from '@otm/model';
 import type { Logger } from 'pino';
 import { attributeFacet, attributeFacets, facetsOf, type ListRecord } from './facets.js';
-import { storageKey, uuidV5 } from './ids.js';
+import { storageKey } from './ids.js';
 import { lifecycleRank } from './lifecycle.js';
-import { mergePatch } from './merge-patch.js';
 import { jsonOf, type ChangeMessage, type Envelope } from './messages.js';
 import { droppedEffects, pendingEffects } from './metrics.js';
+import {
+  ASSOCIATION_EVENTS,
+  RESTRICTION_MATCHES_MAX,
+  applyAssociation,
+  applyUpdate,
+  associationPlan,
+  isNewer,
+  modifiedOf,
+  restrictionKey,
+  updateTarget,
+  type AssociationPlan,
+  type Restriction,
+} from './model-effects.js';
 import type { EntityTx, HolderRef, PendingEffect, VersionStamp } from './ports.js';
 
 type Doc = Record<string, unknown>;
 const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither is usable. */
-export function modifiedOf(doc: Readonly<Doc>): number {
-  // Whatever is there: a value that is no date (an object, say: '[object Object]') parses to NaN, hence 0.
-  // eslint-disable-next-line @typescript-eslint/no-base-to-string
-  const t = Date.parse(String(doc.lastModified ?? doc.creationDate ?? ''));
-  return Number.isFinite(t) ? t : 0;
-}
-
-/** Whether version `a` is strictly newer than `b`. */
-export const isNewer = (a: VersionStamp, b: VersionStamp): boolean =>
-  a.modified > b.modified || (a.modified === b.modified && a.acceptedAt > b.acceptedAt);
-
-export interface UpdateTarget {
-  readonly kind: KindSegment;
-  readonly key: string;
-  /** The merge patch: the target's members that change (`null` removes one). */
-  readonly patch: Doc;
-  /** Where the patch sits in the event, for error paths. */
-  readonly path: string;
-}
-
-/**
- * The entity an updateEvent changes and the patch. Its `entity` member is the (partial) entity
- * itself, or an inline association holding it; either way it names the target by `id` and
- * `entityType`.
- */
-export function updateTarget(event: Readonly<Doc>): UpdateTarget | OtmError {
-  let patch = event.entity;
-  let path = 'entity';
-  if (isObject(patch) && patch.associationType === 'inline' && isObject(patch.entity)) {
-    patch = patch.entity;
-    path = 'entity.entity';
-  }
-  if (!isObject(patch)) return { type: 'missingField', field: path, message: 'an updateEvent needs the entity it changes' };
-  const kind = typeof patch.entityType === 'string' ? kindOfEntityType(patch.entityType) : undefined;
-  if (kind === undefined) {
-    return {
-      type: 'missingField',
-      field: `${path}.entityType`,
-      message: 'an updateEvent must name the entityType of the entity it changes',
-    };
-  }
-  if (typeof patch.id !== 'string' || patch.id === '') {
-    return { type: 'missingField', field: `${path}.id`, message: 'an updateEvent must name the id of the entity it changes' };
-  }
-  return { kind, key: storageKey(patch.id), patch, path };
-}
-
-/** Applies `patch` to `target` and checks the result against the target's kind. */
-export function applyUpdate(kind: KindSegment, target: Readonly<Doc>, patch: Readonly<Doc>): { doc: Doc; errors: OtmError[] } {
-  const doc = mergePatch(target, patch) as Doc;
-  return { doc, errors: validateEntity(kind, doc) };
-}
-
-/** An entity named by its external attributes (an `attributeRestriction` association). */
-export interface Restriction {
-  /** The attributes the entity must have, each with exactly this value. */
-  readonly attributes: ReadonlyArray<readonly [string, string]>;
-}
-
-/** The restriction of an `attributeRestriction` association; an error item when it is malformed. */
-export function restrictionOf(assoc: unknown, field: string): Restriction | OtmError {
-  const r = isObject(assoc) && isObject(assoc.restriction) ? assoc.restriction.externalAttributes : undefined;
-  if (!isObject(r) || Object.keys(r).length === 0) {
-    return { type: 'invalidField', field: `${field}.restriction.externalAttributes`, message: 'must name at least one external attribute' };
-  }
-  const attributes: Array<readonly [string, string]> = [];
-  for (const [k, v] of Object.entries(r)) {
-    if (typeof v !== 'string')
-      return { type: 'invalidField', field: `${field}.restriction.externalAttributes.${k}`, message: 'must be a string' };
-    attributes.push([k, v]);
-  }
-  return { attributes };
-}
-
-export interface AssociationPlan {
-  readonly kind1: KindSegment;
-  /** entity1's key, or (with `restriction1`) '' until the restriction is resolved. */
-  readonly key1: string;
-  /** entity1 named by its external attributes instead of an id. */
-  readonly restriction1?: Restriction;
-  readonly kind2: KindSegment;
-  /** entity2's id, when it has one. */
-  readonly id2: string | undefined;
-}
-
-/** entity1's and entity2's kinds and ids of an association event. */
-export function associationPlan(event: Readonly<Doc>): AssociationPlan | OtmError {
-  const t1 = associationTarget(event.entity1);
-  if (t1?.kind === undefined)
-    return { type: 'invalidField', field: 'entity1', message: 'cannot tell the kind of entity1: give its entityType' };
-  let restriction1: Restriction | undefined;
-  if (t1.id === undefined || t1.id === '') {
-    if (isObject(event.entity1) && event.entity1.associationType === 'attributeRestriction') {
-      const r = restrictionOf(event.entity1, 'entity1');
-      if ('type' in r) return r;
-      restriction1 = r;
-    }
-  }
-  if (restriction1 === undefined && (t1.id === undefined || t1.id === '')) {
-    return {
-      type: 'invalidField',
-      field: 'entity1',
-      message: 'entity1 must name one entity: an inline entity with an id, or a reference with a uuid',
-    };
-  }
-  const t2 = associationTarget(event.entity2);
-  if (t2?.kind === undefined)
-    return { type: 'invalidField', field: 'entity2', message: 'cannot tell the kind of entity2: give its entityType' };
-  return {
-    kind1: t1.kind,
-    key1: restriction1 ? '' : storageKey(t1.id!),
-    ...(restriction1 ? { restriction1 } : {}),
-    kind2: t2.kind,
-    id2: t2.id,
-  };
-}
-
-const sameTarget = (assoc: unknown, id2: string | undefined, whole: unknown): boolean => {
-  if (id2 === undefined) return JSON.stringify(assoc) === JSON.stringify(whole);
-  const t = associationTarget(assoc);
-  return t?.id !== undefined && storageKey(t.id) === storageKey(id2);
-};
-
-/** entity1's document with entity2 coupled (created) or uncoupled (removed); undefined if no member can hold it. */
-export function applyAssociation(
-  kind1: KindSegment,
-  doc1: Readonly<Doc>,
-  plan: AssociationPlan,
-  entity2: unknown,
-  created: boolean,
-): Doc | undefined {
-  const holding = holdingMember(kind1, doc1, plan.kind2);
-  if (holding === undefined) return undefined;
-  const out: Doc = { ...doc1 };
-  const current = out[holding.member];
-  if (!holding.many) {
-    if (created) out[holding.member] = entity2;
-    else if (current !== undefined && sameTarget(current, plan.id2, entity2)) delete out[holding.member];
-    return out;
-  }
-  const list: unknown[] = Array.isArray(current) ? current : [];
-  if (created) {
-    out[holding.member] = list.some((a) => sameTarget(a, plan.id2, entity2)) ? list : [...list, entity2];
-  } else {
-    const kept = list.filter((a) => !sameTarget(a, plan.id2, entity2));
-    if (kept.length > 0) out[holding.member] = kept;
-    else delete out[holding.member];
-  }
-  return out;
-}
-
-const ASSOCIATION_EVENTS: Record<string, boolean> = { associationCreatedEvent: true, associationRemovedEvent: false };
-
-/** Most entities one attribute restriction is applied to. */
-export const RESTRICTION_MATCHES_MAX = 100;
-
-/**
- * Where an association event whose attributeRestriction selects no entity yet waits: a key of its
- * own made from the facet of its first attribute, which every entity stored with that attribute
- * looks at (pending effects are kept by kind and key).
- */
-const restrictionKey = (attributeFacetText: string): string => uuidV5(`otm:restriction:${attributeFacetText}`);
-
-/**
- * The key an association event is published under (its partition): entity1's key, or for an
- * attributeRestriction the key its effect waits under.
- */
-export function associationKey(plan: AssociationPlan): string {
-  if (plan.restriction1 === undefined) return plan.key1;
-  const [name, value] = plan.restriction1.attributes[0]!;
-  return restrictionKey(attributeFacet(name, value));
-}
 
 export interface ApplyDeps {
   readonly logger: Logger;
@@ -222,6 +54,22 @@ export async function applyChanges(tx: EntityTx, batch: readonly Envelope[], dep
   for (const e of batch) await engine.apply(e.message);
   await engine.propagate();
   await engine.relist();
+}
+
+/** One version for `Engine.store` to write. */
+interface VersionToStore {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  readonly key: string;
+  readonly doc: Doc;
+  /** When the ingress accepted the change that brings it (its `modified` is the document's own). */
+  readonly acceptedAt: number;
+  /** A PUT of the entity itself, or an applied effect: always replaces. An inline copy (false) only when newer. */
+  readonly authoritative: boolean;
+  /** Its inline entities, when walked already (else walked here). */
+  readonly children?: readonly InlineEntity[];
+  /** Its JSON text, when made already (else made here). */
+  readonly json?: string;
 }
 
 /** An entity version written in this unit, whose copies inside the entities that hold it are brought up to date at its end. */
@@ -311,30 +159,23 @@ class Engine {
     if (!m.inlineOnly) {
       // Unchanged by withNewerCopies, the document's text is the one the ingress already made.
       const json = doc === m.doc ? jsonOf(doc) : undefined;
-      await this.store(m.tenant, m.kind, m.key, doc, { modified: modifiedOf(doc), acceptedAt: m.acceptedAt }, true, children, json);
+      await this.store({ tenant: m.tenant, kind: m.kind, key: m.key, doc, acceptedAt: m.acceptedAt, authoritative: true, children, json });
     }
     await this.storeInline(m.tenant, children, m.acceptedAt);
     if (m.kind === 'events' && !m.inlineOnly) await this.effect(m.tenant, doc, m.acceptedAt, m.key);
   }
 
   /**
-   * Writes one version; `authoritative` (a PUT of the entity itself, or an applied effect) always
-   * replaces, an inline copy only when newer. Then updates the copies held by other entities and
-   * applies effects that were waiting for this entity.
+   * Writes one version (an authoritative one always replaces, an inline copy only when newer), then
+   * remembers it for `propagate` and applies the effects that were waiting for this entity.
    */
-  private async store(
-    tenant: string,
-    kind: KindSegment,
-    key: string,
-    doc: Doc,
-    stamp: VersionStamp,
-    authoritative: boolean,
-    children: readonly InlineEntity[] = inlineEntities(kind, doc),
-    text?: string,
-  ): Promise<boolean> {
+  private async store(v: VersionToStore): Promise<boolean> {
+    const { tenant, kind, key, doc, authoritative } = v;
+    const stamp: VersionStamp = { modified: modifiedOf(doc), acceptedAt: v.acceptedAt };
+    const children = v.children ?? inlineEntities(kind, doc);
     const rank = lifecycleRank(doc.lifecycle);
     const existing = await this.tx.get(tenant, kind, key, rank);
-    const json = text ?? JSON.stringify(doc);
+    const json = v.json ?? JSON.stringify(doc);
     if (existing !== undefined) {
       if (existing.json === json) return false;
       if (!authoritative && existing.stamp && isNewer(existing.stamp, stamp)) return false;
@@ -401,15 +242,15 @@ class Engine {
       // followed by everything inside it, at every depth).
       let end = i + 1;
       while (end < children.length && isUnder(children[end]!.path, child.path)) end++;
-      await this.store(
+      await this.store({
         tenant,
-        child.kind,
-        storageKey(id),
-        child.entity,
-        { modified: modifiedOf(child.entity), acceptedAt },
-        false,
-        children.slice(i + 1, end),
-      );
+        kind: child.kind,
+        key: storageKey(id),
+        doc: child.entity,
+        acceptedAt,
+        authoritative: false,
+        children: children.slice(i + 1, end),
+      });
     }
   }
 
@@ -554,7 +395,7 @@ class Engine {
       if (existing === undefined) return this.wait(tenant, t.kind, t.key, event, acceptedAt, eventKey);
       const { doc, errors } = applyUpdate(t.kind, JSON.parse(existing.json) as Doc, t.patch);
       if (errors.length > 0) return this.drop('invalidResult', event, errors);
-      await this.store(tenant, t.kind, t.key, doc, { modified: modifiedOf(doc), acceptedAt }, true);
+      await this.store({ tenant, kind: t.kind, key: t.key, doc, acceptedAt, authoritative: true });
       await this.storeInline(tenant, inlineEntities(t.kind, t.patch), acceptedAt);
       return;
     }
@@ -591,7 +432,7 @@ class Engine {
     if (doc === undefined) return this.drop('noHoldingMember', event, { kind1: plan.kind1, kind2: plan.kind2 });
     const errors = validateEntity(plan.kind1, doc);
     if (errors.length > 0) return this.drop('invalidResult', event, errors);
-    await this.store(tenant, plan.kind1, plan.key1, doc, { modified: modifiedOf(doc), acceptedAt }, true);
+    await this.store({ tenant, kind: plan.kind1, key: plan.key1, doc, acceptedAt, authoritative: true });
   }
 
   /**

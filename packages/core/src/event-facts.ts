@@ -165,7 +165,7 @@ export function trackFix(event: Obj, acceptedAt: number): TrackFix | undefined {
 /**
  * The latest position a track point makes: the tenant's, of the event `eventKey`. Its members are
  * named: in V8 (Node 20) an object spread followed by more members (`{ ...fix, tenant, eventKey }`)
- * costs about a µs a member added, hundreds of times the cost of this, on a path taken per event.
+ * costs many times as much, on a path taken per event (docs/PERFORMANCE.md, object spreads).
  */
 export function positionOfFix(fix: TrackFix, tenant: string, eventKey: string): LatestPosition & { readonly tenant: string } {
   return {
@@ -208,7 +208,7 @@ export function eventFacts(event: Obj): EventFacts {
   if (vehicle === '') return { time, vehicle, type, lat: null, lon: null, speedKmh: null, heading: null, located: false };
   const p = eventPosition(event.geoReference);
   // A track point exactly when `trackFix` gives one; each member named (a spread followed by
-  // more members costs about a µs each in V8).
+  // more members costs far more in V8: docs/PERFORMANCE.md, object spreads).
   const located = type === 'locationUpdateEvent' && p.lat !== null && p.lon !== null;
   return { time, vehicle, type, lat: p.lat, lon: p.lon, speedKmh: p.speedKmh, heading: p.heading.value, located };
 }

@@ -20,7 +20,6 @@ import { createHash } from 'node:crypto';
 import { associationTarget, type KindSegment } from '@otm/model';
 import { linkedKey } from './event-facts.js';
 import { storageKey } from './ids.js';
-import type { StoredDocument } from './ports.js';
 
 type Doc = Readonly<Record<string, unknown>>;
 const isObject = (v: unknown): v is Doc => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -152,28 +151,6 @@ export function facetsOf(kind: KindSegment, doc: Doc): string[] {
 export interface ListRecord {
   readonly at: number;
   readonly ranks: Readonly<Record<number, readonly string[]>>;
-}
-
-/**
- * The list record of an entity stored without one (by a version of the service before lists, 0.1.0),
- * made from its stored versions as a unit would have made it: listed at the newest time one of them
- * was accepted, under the facets of each. Undefined for an entity with no version.
- */
-export function listRecordOfVersions(kind: KindSegment, versions: ReadonlyArray<StoredDocument>): ListRecord | undefined {
-  if (versions.length === 0) return undefined;
-  let at = 0;
-  const ranks: Record<number, readonly string[]> = {};
-  for (const v of versions) {
-    at = Math.max(at, v.stamp?.acceptedAt ?? 0);
-    let doc: unknown;
-    try {
-      doc = JSON.parse(v.json);
-    } catch {
-      doc = undefined;
-    }
-    ranks[v.lifecycleRank] = isObject(doc) ? facetsOf(kind, doc) : [''];
-  }
-  return { at, ranks };
 }
 
 /** The facets an entity is listed under: the union over its versions. */

@@ -9,6 +9,7 @@ export * from './logger.js';
 export * from './merge-patch.js';
 export * from './metrics.js';
 export * from './apply-changes.js';
+export * from './model-effects.js';
 export * from './depth.js';
 export * from './version-codec.js';
 export * from './json-body.js';

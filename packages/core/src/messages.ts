@@ -86,6 +86,33 @@ export function jsonOf(doc: Readonly<Record<string, unknown>>): string {
   return text;
 }
 
+/** What a TextPut is made of. */
+export interface TextPutOptions {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  /** Storage key of the entity. */
+  readonly key: string;
+  /** When the ingress accepted the change (ms since the epoch). */
+  readonly acceptedAt: number;
+  /**
+   * The document as JSON, with its id: text, or UTF-8 bytes: all of a buffer, or its bytes
+   * [from, to) (a bulk body's span, kept as the body and two numbers rather than a view an event:
+   * thousands of events wait in the bus at once, and the collector copies all they hold).
+   */
+  readonly text: string | Buffer;
+  /** Where the document starts in `text` when it is bytes (default 0). */
+  readonly from?: number;
+  /** Where the document ends in `text` when it is bytes (default: its end). */
+  readonly to?: number;
+  /** Its lifecycle rank (0 without one). */
+  readonly lifecycleRank: number;
+  /** Its `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither. */
+  readonly modified: number;
+  /** Its facts, when read already: entry `factsAt` of the table of its request's events. */
+  readonly facts?: EventFactsTable;
+  readonly factsAt?: number;
+}
+
 /**
  * A put whose document was checked and encoded before it got here (by a bulk request's checking
  * thread): it carries the document's JSON text, the text `jsonOf` would make, with the facts a
@@ -108,33 +135,27 @@ export class TextPut implements PutMessage, StoredDocument {
   readonly #facts: EventFactsTable | undefined;
   readonly #factsAt: number;
 
-  constructor(
-    readonly tenant: string,
-    readonly kind: KindSegment,
-    readonly key: string,
-    readonly acceptedAt: number,
-    /**
-     * The document as JSON, with its id: text, or UTF-8 bytes: all of a buffer, or its bytes
-     * [from, to) (a bulk body's span, kept as the body and two numbers rather than a view an event:
-     * thousands of events wait in the bus at once, and the collector copies all they hold).
-     */
-    text: string | Buffer,
-    /** Its lifecycle rank (0 without one). */
-    readonly lifecycleRank: number,
-    /** Its `lastModified`, else `creationDate`, in ms since the epoch; 0 when neither. */
-    readonly modified: number,
-    from = 0,
-    to: number = typeof text === 'string' ? 0 : text.length,
-    /** Its facts, when read already: entry `factsAt` of the table of its request's events. */
-    facts?: EventFactsTable,
-    factsAt = 0,
-  ) {
+  readonly tenant: string;
+  readonly kind: KindSegment;
+  readonly key: string;
+  readonly acceptedAt: number;
+  readonly lifecycleRank: number;
+  readonly modified: number;
+
+  constructor(o: TextPutOptions) {
+    this.tenant = o.tenant;
+    this.kind = o.kind;
+    this.key = o.key;
+    this.acceptedAt = o.acceptedAt;
+    this.lifecycleRank = o.lifecycleRank;
+    this.modified = o.modified;
+    const text = o.text;
     if (typeof text === 'string') this.#json = text;
     else this.#src = text;
-    this.#from = from;
-    this.#to = to;
-    this.#facts = facts;
-    this.#factsAt = factsAt;
+    this.#from = o.from ?? 0;
+    this.#to = o.to ?? (typeof text === 'string' ? 0 : text.length);
+    this.#facts = o.facts;
+    this.#factsAt = o.factsAt ?? 0;
   }
 
   /** Its facts, when read already (`StoredDocument.facts`). */

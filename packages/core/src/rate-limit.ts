@@ -82,7 +82,7 @@ export function gcra(
     }
   }
   const b = best ?? { allowed: true, index: -1, remaining: 0, resetMs: 0, retryAfterMs: 0 };
-  // Members named: a spread followed by `tats` costs about a µs a request (V8).
+  // Members named: a spread followed by `tats` costs far more in V8 (docs/PERFORMANCE.md, object spreads).
   return { allowed: b.allowed, index: b.index, remaining: b.remaining, resetMs: b.resetMs, retryAfterMs: b.retryAfterMs, tats: next };
 }
 

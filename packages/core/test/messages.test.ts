@@ -73,7 +73,7 @@ describe('TextPut: a put that carries its checked text', () => {
   const text = JSON.stringify(doc);
 
   it('encodes for Kafka exactly as a put of the parsed document would, without parsing it', () => {
-    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0);
+    const m = new TextPut({ tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, text, lifecycleRank: 4, modified: 0 });
     const encoded = encodeMessage(m);
     expect(encoded).toBe(encodeMessage({ v: 1, op: 'put', tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, doc }));
     const back = decodeMessage(encoded as string) as { doc: Record<string, unknown> };
@@ -82,7 +82,7 @@ describe('TextPut: a put that carries its checked text', () => {
   });
 
   it('parses its text once, when `doc` is read, and jsonOf gives the same text back', () => {
-    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0);
+    const m = new TextPut({ tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, text, lifecycleRank: 4, modified: 0 });
     expect(m.doc).toEqual(doc);
     expect(m.doc).toBe(m.doc);
     expect(jsonOf(m.doc)).toBe(text);
@@ -99,13 +99,25 @@ describe('TextPut: a put that carries its checked text', () => {
 
   it('holds its document as UTF-8 bytes when given them: the same json, stamp and Kafka message', () => {
     const plain = '{"id":"k1","lat":52.4000,"s":"\\u00e9"}';
-    const m = new TextPut('acme', 'events', 'k1', 7, Buffer.from(plain), 4, 1000);
+    const m = new TextPut({
+      tenant: 'acme',
+      kind: 'events',
+      key: 'k1',
+      acceptedAt: 7,
+      text: Buffer.from(plain),
+      lifecycleRank: 4,
+      modified: 1000,
+    });
     expect(m.bytes?.toString()).toBe(plain);
     expect(m.json).toBe(plain);
     expect(m.stamp).toEqual({ modified: 1000, acceptedAt: 7 });
     const encoded = encodeMessage(m);
     expect(Buffer.isBuffer(encoded)).toBe(true);
-    expect(encoded.toString()).toBe(encodeMessage(new TextPut('acme', 'events', 'k1', 7, plain, 4, 1000)));
+    expect(encoded.toString()).toBe(
+      encodeMessage(
+        new TextPut({ tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, text: plain, lifecycleRank: 4, modified: 1000 }),
+      ),
+    );
     const back = decodeMessage(encoded.toString()) as { doc: Record<string, unknown> };
     expect(back.doc).toEqual({ id: 'k1', lat: 52.4, s: 'é' });
     expect(jsonOf(back.doc)).toBe(plain);
@@ -116,25 +128,67 @@ describe('TextPut: a put that carries its checked text', () => {
     const body = Buffer.from(`[{"id":"k1"},${plain},{"id":"k3"}]`);
     const from = body.indexOf(plain);
     const to = from + Buffer.byteLength(plain);
-    const m = new TextPut('acme', 'events', 'k2', 7, body, 4, 1000, from, to);
+    const m = new TextPut({
+      tenant: 'acme',
+      kind: 'events',
+      key: 'k2',
+      acceptedAt: 7,
+      text: body,
+      lifecycleRank: 4,
+      modified: 1000,
+      from,
+      to,
+    });
     expect(m.bytes?.equals(Buffer.from(plain))).toBe(true);
     expect(m.bytes?.buffer).toBe(body.buffer); // a view of the body, not a copy
     expect(m.json).toBe(plain);
     expect(m.doc).toEqual({ id: 'k2', s: 'Zürich' });
-    expect(encodeMessage(m).toString()).toBe(encodeMessage(new TextPut('acme', 'events', 'k2', 7, plain, 4, 1000)));
+    expect(encodeMessage(m).toString()).toBe(
+      encodeMessage(
+        new TextPut({ tenant: 'acme', kind: 'events', key: 'k2', acceptedAt: 7, text: plain, lifecycleRank: 4, modified: 1000 }),
+      ),
+    );
     // Given all of a buffer, it hands that buffer itself back.
     const whole = Buffer.from(plain);
-    expect(new TextPut('acme', 'events', 'k2', 7, whole, 4, 1000).bytes).toBe(whole);
+    expect(
+      new TextPut({ tenant: 'acme', kind: 'events', key: 'k2', acceptedAt: 7, text: whole, lifecycleRank: 4, modified: 1000 }).bytes,
+    ).toBe(whole);
   });
 
   it('carries its facts when read already (its entry of the table of its request), and none otherwise; the Kafka message is the same', () => {
     const table = newEventFactsTable(2);
     const facts = eventFacts({ eventType: 'locationUpdateEvent', creationDate: '2026-01-01T00:00:00Z' });
     setEventFacts(table, 1, facts);
-    const m = new TextPut('acme', 'events', 'k1', 7, text, 4, 0, 0, 0, table, 1);
+    const m = new TextPut({
+      tenant: 'acme',
+      kind: 'events',
+      key: 'k1',
+      acceptedAt: 7,
+      text,
+      lifecycleRank: 4,
+      modified: 0,
+      facts: table,
+      factsAt: 1,
+    });
     expect(m.facts).toEqual(facts);
-    expect(new TextPut('acme', 'events', 'k1', 7, text, 4, 0, 0, 0, table, 0).facts).toBeUndefined();
-    expect(new TextPut('acme', 'events', 'k1', 7, text, 4, 0).facts).toBeUndefined();
-    expect(encodeMessage(m)).toBe(encodeMessage(new TextPut('acme', 'events', 'k1', 7, text, 4, 0)));
+    expect(
+      new TextPut({
+        tenant: 'acme',
+        kind: 'events',
+        key: 'k1',
+        acceptedAt: 7,
+        text,
+        lifecycleRank: 4,
+        modified: 0,
+        facts: table,
+        factsAt: 0,
+      }).facts,
+    ).toBeUndefined();
+    expect(
+      new TextPut({ tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, text, lifecycleRank: 4, modified: 0 }).facts,
+    ).toBeUndefined();
+    expect(encodeMessage(m)).toBe(
+      encodeMessage(new TextPut({ tenant: 'acme', kind: 'events', key: 'k1', acceptedAt: 7, text, lifecycleRank: 4, modified: 0 })),
+    );
   });
 });

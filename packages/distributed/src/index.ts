@@ -22,7 +22,6 @@ export { eventGetSql, eventListBounds, eventListSql, eventPlacementsSql, sqlStri
 export { tsvEncoder, tsvLine } from './clickhouse/tsv.js';
 export { columnsTrackFix, eventColumns, normaliseQuantity, type EventColumns, type Normalised } from './clickhouse/columns.js';
 export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js';
-export { RedisListCatchUp, type ListCatchUp, type ListCatchUpOptions } from './redis/catch-up.js';
 export { RedisApiKeyStore, openRedisApiKeyStore } from './redis/api-keys.js';
 export { RedisFeedExport } from './redis/feed-export.js';
 export { RedisSubscriptionStore } from './redis/subscriptions.js';

@@ -89,8 +89,8 @@ const MAP_SIZE = 2 ** 40;
  * Why. Opened without one, lmdb-js starts with a map of 128 KB and, each time the file outgrows it,
  * maps the file again at twice its size, keeping the earlier maps for the reads that may still use
  * them (its LMDB's `mdb_env_set_mapsize`, "we intentionally want to leave old maps around"); a page
- * read through several maps is resident once in each. 1,000,000 events (a 694 MB file) left 12 maps
- * and 1,411 MB of the file resident; with this, 1 map (bench/diag/lmdb/index-bytes.mjs).
+ * read through several maps is resident once in each, which this saves (the figures:
+ * docs/PERFORMANCE.md).
  *
  * Where it cannot: on a 32-bit system (lmdb-js maps a file larger than 4 GB a chunk at a time
  * there, and a fixed map would turn that on), lmdb-js's own growth; under a limit of address space

@@ -9,7 +9,7 @@
  * is. Telemetry events are not kept (the event log has them): the query reads the version.
  *
  * Blocks. The event log's index commit stores thousands of changes without documents at once, and
- * an LMDB write costs a µs or more, so it stores each tenant's changes of one transaction as one
+ * every LMDB write costs CPU, so it stores each tenant's changes of one transaction as one
  * entry, a block: `@<at> <count>`, then for each change, in order, a line
  * `\n<op><rank><kind>|<key>` (op `p` or `d`, rank one digit), under the number of its last change;
  * its changes have the `count` numbers up to that one. A put whose place in the event log is known

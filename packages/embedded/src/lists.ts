@@ -12,26 +12,12 @@
  * record found in that same transaction (not from what the caller read before): a change that
  * raced with another can never leave an entry behind that no record names.
  *
- * A data folder of 0.1.0, written before lists existed, has its entities listed at the first start
- * on it (`catchUpLists`).
- *
  * These are the entity store's lists. The event log keeps its own, fewer and smaller, with entries
  * of the same shape (`<at as 15 digits>|<key>` after a base), read by `readEntries` too
  * (event-log/effects.ts).
  */
-import type { Database, RootDatabase } from 'lmdb';
-import { isKindSegment, type KindSegment } from '@otm/model';
-import {
-  decodeListRecord,
-  decodeVersion,
-  encodeListRecord,
-  listRecordOfVersions,
-  listedFacets,
-  type ListPosition,
-  type ListRecord,
-  type ListScan,
-  type StoredDocument,
-} from '@otm/core';
+import type { Database } from 'lmdb';
+import { decodeListRecord, encodeListRecord, listedFacets, type ListPosition, type ListRecord, type ListScan } from '@otm/core';
 import { END, SEP, prefixOf } from './keys.js';
 
 export type Str = Database<string, string>;
@@ -132,66 +118,3 @@ export function readEntries(
   }
   return out;
 }
-
-/** Entities listed a write transaction when lists are caught up at start. */
-const CATCH_UP_BATCH = 1_000;
-
-/**
- * Lists the entities stored without a list record: those a data folder of 0.1.0 holds, written
- * before lists existed. Once, at the first start on such a folder (then `meta`'s `lists` says the
- * lists cover every entity; a new folder is marked at once): every version of `entities`
- * (`tenant|kind|key|rank` -> `modified acceptedAt \n json`) is read in key order, and each entity
- * with no record is listed as a unit would list it (core's `listRecordOfVersions`: at the newest
- * time one of its versions was accepted, under the facets of each), a write transaction a batch. An
- * entity that has a record keeps it. A stop in the middle leaves the mark unset: the next start
- * goes on, the entities listed already being skipped. `starting` is told first when there are
- * entities to look at. Returns how many it listed.
- */
-export function catchUpLists(root: RootDatabase, entities: Str, dbs: ListDbs, meta: Str, starting?: () => void): number {
-  if (meta.get(LISTS_MARK) === LISTS_COMPLETE) return 0;
-  // A folder with entities: say so before reading them all, which takes a while on a large one.
-  for (const _ of entities.getKeys({ limit: 1 })) starting?.();
-  let listed = 0;
-  let batch: Array<{ tenant: string; kind: KindSegment; key: string; versions: StoredDocument[] }> = [];
-  const flush = () => {
-    const todo = batch;
-    batch = [];
-    root.transactionSync(() => {
-      for (const e of todo) {
-        if (readListRecord(dbs, e.tenant, e.kind, e.key) !== undefined) continue;
-        const record = listRecordOfVersions(e.kind, e.versions);
-        if (record === undefined) continue;
-        relist(dbs, e.tenant, e.kind, e.key, record, undefined);
-        listed++;
-      }
-    });
-  };
-  let current: { prefix: string; tenant: string; kind: KindSegment; key: string; versions: StoredDocument[] } | undefined;
-  for (const { key: k, value } of entities.getRange({})) {
-    // `tenant|kind|key|rank`, read from the right: the key and the kind never hold the separator.
-    const r = k.lastIndexOf(SEP);
-    const ke = k.lastIndexOf(SEP, r - 1);
-    const ki = k.lastIndexOf(SEP, ke - 1);
-    if (ki <= 0) continue;
-    const tenant = k.slice(0, ki);
-    const kind = k.slice(ki + 1, ke);
-    const key = k.slice(ke + 1, r);
-    const rank = Number(k.slice(r + 1));
-    if (!isKindSegment(kind) || !Number.isInteger(rank)) continue;
-    const prefix = k.slice(0, r + 1);
-    if (current?.prefix !== prefix) {
-      if (current !== undefined) batch.push(current);
-      if (batch.length >= CATCH_UP_BATCH) flush();
-      current = { prefix, tenant, kind, key, versions: [] };
-    }
-    current.versions.push(decodeVersion(kind, key, rank, value));
-  }
-  if (current !== undefined) batch.push(current);
-  if (batch.length > 0) flush();
-  meta.putSync(LISTS_MARK, LISTS_COMPLETE);
-  return listed;
-}
-
-/** The key of `meta` that says the lists cover every entity, and its value. */
-const LISTS_MARK = 'lists';
-const LISTS_COMPLETE = 'complete';

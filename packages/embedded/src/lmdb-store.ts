@@ -10,7 +10,7 @@
  *   hold another inline;
  * - `pending`: `tenant|kind|key|acceptedAt|eventKey`, effects waiting for their target;
  * - `lists` and `list-records`: the entities by facet in keyset order (lists.ts); `store-meta`:
- *   whether the lists cover every entity (a data folder of 0.1.0 had none: `catchUpLists`);
+ *   the key the disk probe writes (disk.ts);
  * - `feed` and `feed-meta`: the change feed of the entity store and of the event log (feed.ts);
  * - `positions`: the vehicles' latest positions (positions.ts);
  * - `subscriptions` and `subscription-deliveries`: webhook subscriptions (subscriptions.ts);
@@ -27,7 +27,7 @@
  * acknowledged write survives `kill -9` and power loss. Concurrent writes share transactions.
  * A unit's lists and feed entries are written in the unit's own transaction: they always agree
  * with the documents. Each unit is its own child transaction, so a unit that fails while its
- * transaction is built leaves nothing of itself.
+ * transaction is built leaves nothing of itself. A unit's reads and queued writes are lmdb-tx.ts.
  */
 import path from 'node:path';
 import type { RootDatabase } from 'lmdb';
@@ -40,9 +40,7 @@ import {
   formatBytes,
   reasonOf,
   watchDataFree,
-  decodeListRecord,
   decodeVersion,
-  encodeVersion,
   LATEST_CACHE_BOUNDS,
   keptSize,
   keptVersion,
@@ -50,24 +48,21 @@ import {
   type ChangeFeed,
   type EntityStore,
   type EntityTx,
-  type HolderRef,
   type LatestPosition,
   type ListPosition,
-  type ListRecord,
   type ListScan,
   type Monitored,
-  type PendingEffect,
   type PositionReader,
   type StoredDocument,
   type TelemetrySideEffects,
-  type VersionStamp,
 } from '@otm/core';
 import { LogEventStore, type CompactionOptions } from './event-log/index.js';
 import { WriteGate, commitCause, fileProbe, freeBytes, gatedCommit, guardLmdbCommits } from './disk.js';
 import { lockDataDir } from './dir-lock.js';
 import { FeedSeq, LmdbFeed } from './feed.js';
-import { END, SEP, prefixOf, ranksToTry } from './keys.js';
-import { catchUpLists, pad15 as pad, readList, relist, type ListDbs, type Str } from './lists.js';
+import { prefixOf } from './keys.js';
+import { readList } from './lists.js';
+import { LmdbTx, readVersion, writeOps, type Dbs } from './lmdb-tx.js';
 import { LmdbPositions, type Fix } from './positions.js';
 import { LmdbSubscriptionStore } from './subscriptions.js';
 import { apiKeyStoreOf, openStoreEnv, type LmdbApiKeyStore } from './api-keys.js';
@@ -78,178 +73,6 @@ export const DEFAULT_FEED_RETENTION_MS = 7 * 86_400_000;
 const LOW_FREE_BYTES = 64 * 1024 * 1024;
 /** How often retention removes old feed entries. */
 const FEED_SWEEP_MS = 60_000;
-
-/** The stored value of one document at `rank`, or of its latest (highest-ranked) version. */
-function readVersion(db: Str, prefix: string, rank?: number): { rank: number; raw: string } | undefined {
-  for (const r of ranksToTry(rank)) {
-    const raw = db.get(prefix + r);
-    if (raw !== undefined) return { rank: r, raw };
-  }
-  return undefined;
-}
-
-/** Removes every version of one document (inside a write transaction: `void`, see LmdbEntityStore.unit). */
-function removeVersions(db: Str, prefix: string): void {
-  for (const k of db.getKeys({ start: prefix, end: prefix + '9' })) void db.remove(k);
-}
-
-type Op =
-  | { t: 'put'; tenant: string; doc: StoredDocument & { stamp: VersionStamp } }
-  | { t: 'delete'; tenant: string; kind: KindSegment; key: string }
-  | { t: 'holder+' | 'holder-'; k: string }
-  | { t: 'pending+'; k: string; v: string }
-  | { t: 'pending-'; k: string }
-  | { t: 'list'; tenant: string; kind: KindSegment; key: string; next: ListRecord | undefined };
-
-interface Overlay {
-  deleted: boolean;
-  versions: Map<number, StoredDocument>;
-}
-
-/** A unit of work: reads through an overlay of its own writes, committed in one transaction. */
-class LmdbTx implements EntityTx {
-  readonly ops: Op[] = [];
-  private readonly overlay = new Map<string, Overlay>();
-  private readonly holderOverlay = new Map<string, Map<string, boolean>>();
-  private readonly pendingOverlay = new Map<string, Map<string, PendingEffect | null>>();
-  /** List records set in this unit (null: no longer listed). */
-  private readonly listOverlay = new Map<string, ListRecord | null>();
-
-  constructor(private readonly dbs: Dbs) {}
-
-  // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to decode rejects, as the port's callers expect, rather than throws
-  async get(tenant: string, kind: KindSegment, key: string, lifecycleRank?: number): Promise<StoredDocument | undefined> {
-    const prefix = prefixOf(tenant, kind, key);
-    const o = this.overlay.get(prefix);
-    // The unit's own writes first (highest rank wins when none is asked for), then the store.
-    for (const r of ranksToTry(lifecycleRank)) {
-      const own = o?.versions.get(r);
-      if (own) return own;
-      if (o?.deleted) continue;
-      const raw = this.dbs.entities.get(prefix + r);
-      if (raw !== undefined) return decodeVersion(kind, key, r, raw);
-    }
-    return undefined;
-  }
-
-  put(tenant: string, doc: StoredDocument & { stamp: VersionStamp }): void {
-    const p = prefixOf(tenant, doc.kind, doc.key);
-    const o = this.overlay.get(p) ?? { deleted: false, versions: new Map() };
-    o.versions.set(doc.lifecycleRank, doc);
-    this.overlay.set(p, o);
-    this.ops.push({ t: 'put', tenant, doc });
-  }
-
-  delete(tenant: string, kind: KindSegment, key: string): void {
-    this.overlay.set(prefixOf(tenant, kind, key), { deleted: true, versions: new Map() });
-    this.ops.push({ t: 'delete', tenant, kind, key });
-  }
-
-  // eslint-disable-next-line @typescript-eslint/require-await -- async: a failed read rejects (see get)
-  async holders(tenant: string, kind: KindSegment, key: string): Promise<HolderRef[]> {
-    const prefix = prefixOf(tenant, kind, key);
-    const seen = new Map<string, boolean>();
-    for (const k of this.dbs.holders.getKeys({ start: prefix, end: prefix + END })) seen.set(k.slice(prefix.length), true);
-    for (const [rest, present] of this.holderOverlay.get(prefix) ?? []) seen.set(rest, present);
-    const out: HolderRef[] = [];
-    for (const [rest, present] of seen) {
-      if (!present) continue;
-      const [hk, hkey, rank] = rest.split(SEP) as [KindSegment, string, string];
-      out.push({ kind: hk, key: hkey, lifecycleRank: Number(rank) });
-    }
-    return out;
-  }
-
-  private holderKey(tenant: string, child: { kind: KindSegment; key: string }, h: HolderRef) {
-    const prefix = prefixOf(tenant, child.kind, child.key);
-    const rest = `${h.kind}${SEP}${h.key}${SEP}${h.lifecycleRank}`;
-    const m = this.holderOverlay.get(prefix) ?? new Map<string, boolean>();
-    this.holderOverlay.set(prefix, m);
-    return { k: prefix + rest, rest, m };
-  }
-
-  addHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
-    const { k, rest, m } = this.holderKey(tenant, child, holder);
-    m.set(rest, true);
-    this.ops.push({ t: 'holder+', k });
-  }
-
-  removeHolder(tenant: string, child: { kind: KindSegment; key: string }, holder: HolderRef): void {
-    const { k, rest, m } = this.holderKey(tenant, child, holder);
-    m.set(rest, false);
-    this.ops.push({ t: 'holder-', k });
-  }
-
-  // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to parse rejects (see get)
-  async pending(tenant: string, kind: KindSegment, key: string): Promise<PendingEffect[]> {
-    const prefix = prefixOf(tenant, kind, key);
-    const all = new Map<string, PendingEffect | null>();
-    for (const { key: k, value } of this.dbs.pending.getRange({ start: prefix, end: prefix + END })) {
-      all.set(k, JSON.parse(value) as PendingEffect);
-    }
-    for (const [k, v] of this.pendingOverlay.get(prefix) ?? []) all.set(k, v);
-    return [...all.entries()]
-      .filter((e): e is [string, PendingEffect] => e[1] !== null)
-      .sort((a, b) => (a[0] < b[0] ? -1 : 1))
-      .map((e) => e[1]);
-  }
-
-  private pendingKey(tenant: string, kind: KindSegment, key: string, e: PendingEffect) {
-    const prefix = prefixOf(tenant, kind, key);
-    const m = this.pendingOverlay.get(prefix) ?? new Map<string, PendingEffect | null>();
-    this.pendingOverlay.set(prefix, m);
-    return { k: `${prefix}${pad(e.acceptedAt)}${SEP}${e.eventKey}`, m };
-  }
-
-  addPending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
-    const { k, m } = this.pendingKey(tenant, kind, key, effect);
-    m.set(k, effect);
-    this.ops.push({ t: 'pending+', k, v: JSON.stringify(effect) });
-  }
-
-  removePending(tenant: string, kind: KindSegment, key: string, effect: PendingEffect): void {
-    const { k, m } = this.pendingKey(tenant, kind, key, effect);
-    m.set(k, null);
-    this.ops.push({ t: 'pending-', k });
-  }
-
-  /** A list as committed (the unit's own writes are not in it). */
-  // eslint-disable-next-line @typescript-eslint/require-await -- async: a failed read rejects (see get)
-  async list(scan: ListScan): Promise<ListPosition[]> {
-    return readList(this.dbs.lists.entries, scan);
-  }
-
-  // eslint-disable-next-line @typescript-eslint/require-await -- async: a record that fails to parse rejects (see get)
-  async listRecords(
-    tenant: string,
-    refs: ReadonlyArray<{ readonly kind: KindSegment; readonly key: string }>,
-  ): Promise<Array<ListRecord | undefined>> {
-    return refs.map(({ kind, key }) => {
-      const k = prefixOf(tenant, kind, key);
-      const own = this.listOverlay.get(k);
-      if (own !== undefined) return own ?? undefined;
-      const raw = this.dbs.lists.records.get(k);
-      return raw === undefined ? undefined : decodeListRecord(raw);
-    });
-  }
-
-  /**
-   * Queues the move of the entity's list entries. `previous` is not needed: the commit moves the
-   * entries from where the record stored in its own transaction says they are (lists.ts).
-   */
-  setListRecord(tenant: string, kind: KindSegment, key: string, next: ListRecord | undefined, _previous: ListRecord | undefined): void {
-    this.listOverlay.set(prefixOf(tenant, kind, key), next ?? null);
-    this.ops.push({ t: 'list', tenant, kind, key, next });
-  }
-}
-
-interface Dbs {
-  root: RootDatabase;
-  entities: Str;
-  holders: Str;
-  pending: Str;
-  lists: ListDbs;
-}
 
 /** What the entity store shares with the event log: the feed's numbers and the latest positions. */
 interface Shared {
@@ -357,7 +180,7 @@ class LmdbEntityStore implements EntityStore {
     const tx = new LmdbTx(this.dbs);
     const result = await work(tx);
     if (tx.ops.length === 0) return result;
-    const { entities, holders, pending, lists, root } = this.dbs;
+    const { root } = this.dbs;
     const { seq } = this.shared;
     const message = (e: unknown) => (e as Error)?.message ?? String(e);
     // The commit failing (a full disk, an I/O error, the store closed by a shutdown) stores nothing
@@ -365,39 +188,7 @@ class LmdbEntityStore implements EntityStore {
     await gatedCommit(this.gate, 'the commit', async () => {
       await root.childTransaction(() => {
         try {
-          // Inside a transaction lmdb writes at once and answers with an already resolved
-          // promise: what counts is the transaction's, awaited below, hence `void` on each write.
-          // Feed numbers are given here, inside it (feed.ts).
-          const at = Date.now();
-          for (const op of tx.ops) {
-            switch (op.t) {
-              case 'put': {
-                const d = op.doc;
-                void entities.put(prefixOf(op.tenant, d.kind, d.key) + d.lifecycleRank, encodeVersion(d.json, d.stamp));
-                seq.append(op.tenant, { at, op: 'put', kind: d.kind, key: d.key, rank: d.lifecycleRank, doc: d.json });
-                break;
-              }
-              case 'delete':
-                removeVersions(entities, prefixOf(op.tenant, op.kind, op.key));
-                seq.append(op.tenant, { at, op: 'delete', kind: op.kind, key: op.key, rank: 0 });
-                break;
-              case 'list':
-                relist(lists, op.tenant, op.kind, op.key, op.next);
-                break;
-              case 'holder+':
-                void holders.put(op.k, '1');
-                break;
-              case 'holder-':
-                void holders.remove(op.k);
-                break;
-              case 'pending+':
-                void pending.put(op.k, op.v);
-                break;
-              case 'pending-':
-                void pending.remove(op.k);
-                break;
-            }
-          }
+          writeOps(this.dbs, seq, tx.ops);
           seq.save();
         } catch (e) {
           // Refused while the transaction was built (a key longer than LMDB takes, say): the same
@@ -534,12 +325,6 @@ export function openEmbeddedStores(dataDir: string, opts: EmbeddedStoreOptions =
       pending: db('pending'),
       lists: { entries: db('lists'), records: db('list-records') },
     };
-    // A data folder of a version before lists: its entities are listed now, once (lists.ts).
-    const listed = catchUpLists(root, dbs.entities, dbs.lists, storeMeta, () =>
-      opts.warn?.('lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)'),
-    );
-    if (listed > 0)
-      opts.warn?.(`lists: listed ${listed} ${listed === 1 ? 'entity' : 'entities'} stored by an earlier version, before lists existed`);
     const feedDb = db('feed');
     const feedMeta = db('feed-meta');
     // One sequence for the entity store and the event log (feed.ts); made before the event log's

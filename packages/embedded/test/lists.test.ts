@@ -2,7 +2,6 @@
 import { describe, expect, it } from 'vitest';
 import { applyChanges, createLogger, facetsOf, TOPICS, type Envelope, type ListScan } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { openStoreEnv } from '../src/api-keys.js';
 import { useTempStores, type EmbeddedStores } from './event-log/helpers.js';
 
 const { tmp, openAt, closeIt } = useTempStores();
@@ -202,92 +201,5 @@ describe('LMDB entity store lists', () => {
     await closeIt(s);
     const again = openAt(dir);
     expect(await keys(list(again, 'status=planned'))).toEqual(['b', 'a']);
-  });
-});
-
-describe('a data folder of a version before lists (0.1.0)', () => {
-  /** Writes entities as 0.1.0 did: their versions in `entities` (`modified acceptedAt \n json`), nothing else. */
-  async function writeAsBefore(dir: string, versions: Array<[string, KindSegment, string, number, number, Doc]>) {
-    const root = openStoreEnv(dir);
-    const entities = root.openDB<string, string>({ name: 'entities', encoding: 'string' });
-    await root.transaction(() => {
-      for (const [tenant, kind, key, rank, acceptedAt, doc] of versions)
-        void entities.put(`${tenant}|${kind}|${key}|${rank}`, `${acceptedAt - 5} ${acceptedAt}\n${JSON.stringify(doc)}`);
-    });
-    await root.close();
-  }
-  const V = '7b000000-0000-4000-8000-000000000001';
-
-  it('lists its entities at the first start, as units would have, once; later writes move them as usual', async () => {
-    const dir = tmp();
-    await writeAsBefore(dir, [
-      [
-        't',
-        'trips',
-        'a',
-        0,
-        3000,
-        { id: 'a', status: 'planned', vehicle: { associationType: 'reference', uuid: V, entityType: 'vehicle' } },
-      ],
-      ['t', 'trips', 'b', 0, 1000, { id: 'b', status: 'inTransit' }],
-      ['t', 'vehicles', V, 0, 2000, { id: V, licensePlate: 'AB-12' }],
-      // An action with two lifecycle versions: listed at the newer, under the facets of both.
-      ['t', 'actions', 'x', 1, 1500, { id: 'x', actionType: 'stop', lifecycle: 'requested' }],
-      ['t', 'actions', 'x', 4, 2500, { id: 'x', actionType: 'stop', lifecycle: 'actual' }],
-      ['u', 'trips', 'c', 0, 500, { id: 'c', status: 'planned' }],
-    ]);
-    const warnings: string[] = [];
-    const s = openAt(dir, { warn: (m) => warnings.push(m) });
-    expect(warnings.filter((w) => w.startsWith('lists:'))).toEqual([
-      'lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)',
-      'lists: listed 5 entities stored by an earlier version, before lists existed',
-    ]);
-    expect(await list(s, '')).toEqual([
-      { at: 1000, key: 'b' },
-      { at: 3000, key: 'a' },
-    ]);
-    expect(await keys(list(s, 'status=planned'))).toEqual(['a']);
-    expect(await keys(list(s, `vehicle=${V}`))).toEqual(['a']);
-    expect(await s.entities.list({ tenant: 't', kind: 'vehicles', facet: 'licensePlate=AB-12', limit: 10 })).toEqual([
-      { at: 2000, key: V },
-    ]);
-    for (const f of ['lifecycle=requested', 'lifecycle=actual', 'actionType=stop'])
-      expect(await s.entities.list({ tenant: 't', kind: 'actions', facet: f, limit: 10 })).toEqual([{ at: 2500, key: 'x' }]);
-    expect(await s.entities.list({ tenant: 'u', kind: 'trips', facet: '', limit: 10 })).toEqual([{ at: 500, key: 'c' }]);
-    // A change moves it from where it was listed.
-    await putAt(s, 'trips', 'b', { id: 'b', status: 'cancelled' }, 4000);
-    expect(await list(s, '')).toEqual([
-      { at: 3000, key: 'a' },
-      { at: 4000, key: 'b' },
-    ]);
-    expect(await keys(list(s, 'status=inTransit'))).toEqual([]);
-    await closeIt(s);
-    // Once: the next start lists nothing, and leaves the lists as they are.
-    warnings.length = 0;
-    const again = openAt(dir, { warn: (m) => warnings.push(m) });
-    expect(warnings.filter((w) => w.startsWith('lists:'))).toEqual([]);
-    expect(await keys(list(again, ''))).toEqual(['a', 'b']);
-  });
-
-  it('lists nothing on a new folder, and keeps what a start stopped in the middle had listed', async () => {
-    const dir = tmp();
-    const warnings: string[] = [];
-    const s = openAt(dir, { warn: (m) => warnings.push(m) });
-    await putAt(s, 'trips', 'a', { id: 'a', status: 'planned' }, 1000);
-    await closeIt(s);
-    // A stop before the mark was written (simulated: the mark removed): the listed entity keeps its record.
-    const root = openStoreEnv(dir);
-    await root.openDB<string, string>({ name: 'store-meta', encoding: 'string' }).remove('lists');
-    await root.close();
-    await writeAsBefore(dir, [['t', 'trips', 'b', 0, 2000, { id: 'b', status: 'planned' }]]);
-    const again = openAt(dir, { warn: (m) => warnings.push(m) });
-    expect(warnings).toEqual([
-      'lists: looking for entities stored by an earlier version, before lists existed (once; a while on a large folder)',
-      'lists: listed 1 entity stored by an earlier version, before lists existed',
-    ]);
-    expect(await list(again, 'status=planned')).toEqual([
-      { at: 1000, key: 'a' },
-      { at: 2000, key: 'b' },
-    ]);
   });
 });

@@ -216,19 +216,19 @@ export class Ingress {
       if (kept === OUTCOME.telemetry) {
         // Its text, or its own bytes in the body (the body and where, not a copy nor a view).
         const own = texts[index] === '';
-        const message = new TextPut(
+        const message = new TextPut({
           tenant,
           kind,
-          checked.keys[index]!,
+          key: checked.keys[index]!,
           acceptedAt,
-          own ? body! : texts[index]!,
-          checked.ranks[index]!,
-          checked.modified[index]!,
-          own ? spans[2 * index] : 0,
-          own ? spans[2 * index + 1] : 0,
-          checked.facts,
-          index,
-        );
+          text: own ? body! : texts[index]!,
+          from: own ? spans[2 * index]! : 0,
+          to: own ? spans[2 * index + 1]! : 0,
+          lifecycleRank: checked.ranks[index]!,
+          modified: checked.modified[index]!,
+          facts: checked.facts,
+          factsAt: index,
+        });
         envelopes.push({ topic: TOPICS.telemetry, key: checked.partitions[index]!, message });
         itemOf.push(index);
       } else if (kept === OUTCOME.other) {

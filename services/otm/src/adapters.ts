@@ -24,7 +24,6 @@ import {
   RedisEntityStore,
   ensureTopics,
   type KafkaConsumerSettings,
-  type ListCatchUp,
 } from '@otm/distributed';
 import { MemoryBus, openEmbeddedStores, type EmbeddedStores } from '@otm/embedded';
 
@@ -52,18 +51,9 @@ export interface Adapters {
    * process's /readyz and /healthz (core/health.ts).
    */
   parts?(): Iterable<Monitored>;
-  /**
-   * Creates ClickHouse tables and Kafka topics where those are used, then, with the Redis entity
-   * store, lists the entities stored without lists (by 0.1.0); idempotent.
-   */
-  migrate(): Promise<MigrateReport>;
+  /** Creates ClickHouse tables and Kafka topics where those are used; idempotent. */
+  migrate(): Promise<void>;
   close(): Promise<void>;
-}
-
-/** What `migrate` did beyond creating tables and topics. */
-export interface MigrateReport {
-  /** With the Redis entity store: the entities found, and those listed because they had no list record. */
-  readonly lists?: ListCatchUp;
 }
 
 export interface AdapterOptions {
@@ -165,8 +155,6 @@ export function openAdapters(config: AdapterConfig, logger: Logger, opts: Adapte
           await admin.disconnect();
         }
       }
-      // Entities a Redis of 0.1.0 stored have no list record: listed now, as a unit would (catch-up.ts).
-      return redis ? { lists: await redis.catchUpLists() } : {};
     },
     close: async () => {
       await bus.close();

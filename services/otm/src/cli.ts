@@ -15,7 +15,7 @@ commands:
   worker [--entities] [--telemetry]
                                 the workers (both unless one is named): bus to stores
   dispatcher                    the webhook dispatcher: delivers the subscriptions' changes (any number of processes)
-  migrate                       create the ClickHouse tables and Kafka topics, list the entities stored without lists (idempotent)
+  migrate                       create the ClickHouse tables and Kafka topics (idempotent)
   validate [--kind K] <file...> check OTM documents offline, with the same errors as the API
   keys create|list|revoke       API keys: create --tenant T --scopes read,write [--name N] [--expires ISO]; list [--tenant T]; revoke <id>
   help                          this text
@@ -128,11 +128,7 @@ async function migrate(): Promise<number> {
   const logger = createLogger(config.logLevel).child({ role: 'migrate' });
   const adapters = openAdapters(config, logger);
   try {
-    const report = await adapters.migrate();
-    if (report.lists) {
-      const { listed, entities } = report.lists;
-      process.stdout.write(`otm migrate: listed ${listed} ${listed === 1 ? 'entity' : 'entities'} stored without lists (of ${entities})\n`);
-    }
+    await adapters.migrate();
     process.stdout.write('otm migrate: done\n');
     return 0;
   } finally {

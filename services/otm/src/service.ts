@@ -34,7 +34,14 @@ import {
   tracks,
   type StreamOptions,
 } from '@otm/query';
-import { entityWorker, startEntityExport, telemetryWorker, type EntityExportOptions, type TelemetryBatching } from '@otm/worker';
+import {
+  entityWorker,
+  startEntityExport,
+  telemetrySubscription,
+  telemetryWorker,
+  type EntityExportOptions,
+  type TelemetryBatching,
+} from '@otm/worker';
 import { Dispatcher, subscriptions as subscriptionRoutes, type DispatcherOptions } from '@otm/dispatcher';
 import type { Adapters } from './adapters.js';
 import { webPages, type WebOptions } from './web.js';
@@ -63,9 +70,6 @@ export interface Service {
 
 /** Consumer group names: every worker of one kind shares the partitions of its topic. */
 export const GROUPS = { entities: 'otm-entity-worker', telemetry: 'otm-telemetry-worker' } as const;
-
-/** Batches of one partition the telemetry worker may hold when its store keeps write order. */
-const TELEMETRY_PIPELINE = 64;
 
 export async function createService(
   roles: Roles,
@@ -140,13 +144,12 @@ export async function createService(
   if (roles.telemetryWorker) {
     const t = opts.telemetry ?? {};
     subscriptions.push(
-      await bus.subscribe(TOPICS.telemetry, GROUPS.telemetry, telemetryWorker(events, { logger }, t, entities.telemetry), {
-        concurrency: t.concurrency ?? 1,
-        fetchAhead: true,
-        // The next events of a partition go into the next store write while the last one is being
-        // made durable, when the store keeps the order of its writes (the embedded one does).
-        pipeline: events.appliesInCallOrder ? TELEMETRY_PIPELINE : 1,
-      }),
+      await bus.subscribe(
+        TOPICS.telemetry,
+        GROUPS.telemetry,
+        telemetryWorker(events, { logger }, t, entities.telemetry),
+        telemetrySubscription(events, t.concurrency),
+      ),
     );
   }
   const exporter =

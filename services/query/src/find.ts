@@ -130,7 +130,7 @@ export class Finder {
       let bound: ListPosition | undefined;
       const merged: Candidate[] = [];
       scans.forEach((entries, i) => {
-        // Members named: a spread followed by `source` costs about a µs a candidate (V8).
+        // Members named: a spread followed by `source` costs far more in V8 (docs/PERFORMANCE.md, object spreads).
         for (const e of entries) merged.push({ at: e.at, key: e.key, source: sources[i]! });
         const last = entries[entries.length - 1];
         if (entries.length === want && last && (bound === undefined || compare(last, bound) < 0)) bound = last;

@@ -15,8 +15,8 @@
  *
  * A tenant without a saved cursor (its first export, or a cursor the feed no longer holds, see
  * below) starts with a snapshot, since the feed keeps only the changes of the last
- * OTM_FEED_RETENTION and an entity that did not change within it (one stored before an upgrade, by
- * a version without a feed) would otherwise never be copied:
+ * OTM_FEED_RETENTION and an entity that did not change within it (stored before the export was
+ * turned on, say) would otherwise never be copied:
  * 1. `head`: the tenant's end of the feed (`ChangeFeed.head`), taken first.
  * 2. Every entity of every copied kind as stored now: the kind's list of all its entities (`list`
  *    with facet `''`, `pageSize` entities a page, in keyset order), each entity's highest version
@@ -415,7 +415,7 @@ export class EntityExporter {
     );
     const changes: EntityChange[] = [];
     kept.forEach((e, i) => {
-      // Members named: a spread followed by more members costs about a µs each (V8).
+      // Members named: a spread followed by more members costs far more in V8 (docs/PERFORMANCE.md, object spreads).
       const version = this.source.versionOf(e.cursor);
       if (e.op === 'delete') changes.push({ tenant, op: 'delete', kind: e.kind, key: e.key, lifecycleRank: 0, at: e.at, version });
       else if (docs[i] !== undefined)

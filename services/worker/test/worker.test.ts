@@ -14,7 +14,8 @@ import {
   type LatestPosition,
   type TelemetrySideEffects,
 } from '@otm/core';
-import { telemetryEffects, telemetryWorker, toWrite, type FixingEventStore } from '../src/worker.js';
+import { telemetryEffects, type FixingEventStore } from '../src/telemetry-effects.js';
+import { telemetryWorker, toWrite } from '../src/worker.js';
 
 const V = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01';
 const E1 = 'e0000000-0000-4000-8000-000000000001';
@@ -37,7 +38,15 @@ const envelope = (doc: Record<string, unknown>): Envelope => ({
 const textEnvelope = (doc: Record<string, unknown>): Envelope => ({
   topic: TOPICS.telemetry,
   key: doc.id as string,
-  message: new TextPut('t', 'events', doc.id as string, 1, JSON.stringify(doc), 0, 0),
+  message: new TextPut({
+    tenant: 't',
+    kind: 'events',
+    key: doc.id as string,
+    acceptedAt: 1,
+    text: JSON.stringify(doc),
+    lifecycleRank: 0,
+    modified: 0,
+  }),
 });
 
 type Fix = LatestPosition & { tenant: string };

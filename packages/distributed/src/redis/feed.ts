@@ -7,9 +7,8 @@
  * in which units committed and a change is in the feed exactly when it is in the store. The
  * telemetry worker adds the puts of the events it stored in ClickHouse (`append`, after their
  * insert) through a Lua script that runs the XADDs of up to APPEND_CHUNK entries in Redis: one
- * command for hundreds of entries, where an XADD command each cost the worker's client (ioredis)
- * five times the CPU (measured: 25 against 5 µs an entry; Redis spends about 7 µs an entry either
- * way). An entry holds `op`, `kind`, `key`, `rank` and `at` (when the change was applied, ms),
+ * command for hundreds of entries, which saves most of the CPU the worker's client (ioredis) spends
+ * on a command each (docs/PERFORMANCE.md). An entry holds `op`, `kind`, `key`, `rank` and `at` (when the change was applied, ms),
  * never the document: the query reads the version it names, so the feed costs little memory per
  * change and a reader always gets the current document.
  *
@@ -90,8 +89,8 @@ const oldestKept = (now: number, retentionMs: number): string => String(Math.max
  * The XRANGE first: whether the oldest entry is older than `min` is one seek to the stream's start.
  * XREVRANGE alone would cost a walk over the whole stream when nothing is that old (the common
  * case): Redis seeks a reverse range's end among the stream's nodes and, when every node is newer,
- * starts at the last entry and compares each one on its way down (measured on Redis 7.0: 25 ms for
- * 110,000 entries, on every commit and append).
+ * starts at the last entry and compares each one on its way down, on every commit and append
+ * (docs/PERFORMANCE.md).
  */
 const TRIM_FUNCTION = `
 local function trim(min)

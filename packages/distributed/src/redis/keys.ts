@@ -17,9 +17,9 @@
  * - `P:f:{t}` stream: the tenant's change feed; `P:ff:{t}` string: the id of the newest change
  *   retention removed from it (feed.ts).
  * - `P:pos:{t}` hash: field = vehicle storage key, value = its latest position as JSON (positions.ts).
- * - `P:tenants` set: every tenant a unit of work wrote for (added in the unit's commit, and by the
- *   listing of entities stored before lists, catch-up.ts), so that the entity export finds the
- *   tenants' feeds without a SCAN of the keyspace; a slot of its own on Redis Cluster (no hash tag).
+ * - `P:tenants` set: every tenant a unit of work wrote for (added in the unit's commit), so that
+ *   the entity export finds the tenants' feeds without a SCAN of the keyspace; a slot of its own on
+ *   Redis Cluster (no hash tag).
  * - `P:ax:{t}` string: the entity export's cursor in the tenant's feed, the last change copied into
  *   ClickHouse; `P:axl` string: the export's lease, the exporter that holds it (feed-export.ts).
  * - Webhook subscriptions (subscriptions.ts), in the tenant's slot: `P:ws:{t}:<id>` hash, one
@@ -36,10 +36,6 @@ export const SEP = '\u0000';
 export const pad = (n: number) => String(Math.max(0, Math.trunc(n))).padStart(15, '0');
 /** Escapes what would break the hash tag or the `:` separators. */
 const esc = (s: string) => s.replace(/[%:{}]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-/** Undoes `esc`. */
-const unesc = (s: string) => s.replace(/%([0-9A-F]{2})/g, (_, h: string) => String.fromCharCode(parseInt(h, 16)));
-/** Escapes the characters of a Redis glob pattern (SCAN MATCH). */
-const globEsc = (s: string) => s.replace(/[*?[\]\\]/g, (c) => `\\${c}`);
 
 export class Keys {
   constructor(private readonly prefix: string) {}
@@ -110,33 +106,5 @@ export class Keys {
   }
   webhookDispatchers() {
     return `${this.prefix}:wsdisp`;
-  }
-  /** SCAN MATCH pattern of every tenant's feed. */
-  feedPattern() {
-    return `${globEsc(this.prefix)}:f:{*}`;
-  }
-  /** SCAN MATCH pattern of every entity's hash (`P:e:{t:k:id}`). */
-  entityPattern() {
-    return `${globEsc(this.prefix)}:e:{*}`;
-  }
-  /**
-   * The tenant, kind and storage key of an entity's hash key, unescaped; undefined for any other
-   * key. The kind is as found in the key: the caller checks it is one.
-   */
-  entityOfKey(key: string): { tenant: string; kind: string; key: string } | undefined {
-    const head = `${this.prefix}:e:{`;
-    if (!key.startsWith(head) || !key.endsWith('}')) return undefined;
-    // Escaped, the tenant and the key hold no `:`, `{` or `}`: exactly three parts.
-    const parts = key.slice(head.length, -1).split(':');
-    if (parts.length !== 3 || parts.some((p) => /[{}]/.test(p))) return undefined;
-    const [tenant, kind, id] = parts as [string, string, string];
-    return { tenant: unesc(tenant), kind, key: unesc(id) };
-  }
-  /** The tenant of a feed's key; undefined for any other key. */
-  tenantOfFeed(key: string): string | undefined {
-    const head = `${this.prefix}:f:{`;
-    if (!key.startsWith(head) || !key.endsWith('}')) return undefined;
-    const inner = key.slice(head.length, -1);
-    return /[:{}]/.test(inner) ? undefined : unesc(inner);
   }
 }

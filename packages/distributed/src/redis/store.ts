@@ -2,9 +2,7 @@
  * The entity store of the distributed deployment on Redis (ioredis): the `EntityStore` port, with
  * the same semantics as the embedded LMDB store (packages/embedded/src/lmdb-store.ts) and the same
  * value encoding. Its keys are laid out in `keys.ts`, units of work (MULTI/EXEC) are
- * `transactions.ts`, the cache of latest versions `tracked-cache.ts`, lists by facet `lists.ts` (and
- * the listing of entities stored before lists existed, `catch-up.ts`),
- * the change feed `feed.ts` (and what the entity export needs besides it, `feed-export.ts`), latest
+ * `transactions.ts`, the cache of latest versions `tracked-cache.ts`, lists by facet `lists.ts`, the change feed `feed.ts` (and what the entity export needs besides it, `feed-export.ts`), latest
  * positions `positions.ts`, the typing of failures `errors.ts`.
  * The store owns the connection GETs are read on (or uses one handed in), the units' connection
  * and the cache's listening connection; `close()` ends those it made.
@@ -23,7 +21,6 @@ import {
   type StoredDocument,
   type TelemetrySideEffects,
 } from '@otm/core';
-import { RedisListCatchUp, type ListCatchUp, type ListCatchUpOptions } from './catch-up.js';
 import { redisFailure } from './errors.js';
 import { DEFAULT_FEED_RETENTION_MS, RedisFeed } from './feed.js';
 import { RedisFeedExport } from './feed-export.js';
@@ -230,15 +227,6 @@ export class RedisEntityStore implements EntityStore {
     const key = this.keys.list(scan.tenant, scan.kind, scan.facet);
     const members = await this.guard(this.redis.zrangebylex(key, bounds.min, bounds.max, 'LIMIT', 0, Math.floor(scan.limit)));
     return members.map(parseListMember);
-  }
-
-  /**
-   * Lists the entities stored without a list record, those a Redis of 0.1.0 holds (written before
-   * lists existed), as a unit would list them; skips those that have one, so a second run lists
-   * none. For `otm migrate`, safe while workers write (catch-up.ts).
-   */
-  catchUpLists(opts?: ListCatchUpOptions): Promise<ListCatchUp> {
-    return new RedisListCatchUp(this.redis, this.keys, this.guard, opts).run();
   }
 
   /** A unit of work: reads through its own writes, one MULTI/EXEC (transactions.ts). */

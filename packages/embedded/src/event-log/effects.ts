@@ -9,8 +9,8 @@
  * with another time or vehicle moves it, a delete removes it. Event time rather than the time of
  * the change, unlike the entity store's lists (whose events, update and association events, stay
  * at the time of their unit): so one entry serves both a vehicle's list and its track, which is in
- * event time order. Every LMDB operation costs a µs or more of CPU (its commit included) and ingest
- * makes thousands a second, so an event gets as few as can be, with binary keys that LMDB compares
+ * event time order. Every LMDB operation costs CPU (its commit included) and ingest makes thousands
+ * a second, so an event gets as few as can be, with binary keys that LMDB compares
  * with memcmp and small binary values (no JSON, nothing to format or parse but the numbers). The
  * keys are made of parts (index-keys.ts: the tenant, then 16 bytes a UUID and 7 a time, so that an
  * event costs about half the bytes of text keys), written below as `<tenant>` and so on:
@@ -32,27 +32,16 @@
  * at ingest, for lists seldom asked for. An event without a vehicle has its `event-time` entry only.
  *
  * When the event store keeps the telemetry effects (`telemetry`: beside the embedded entity store),
- * also a feed entry for every put and delete (feed.ts: no document, the log has it; each tenant's
- * of one transaction stored together, as one block: one LMDB write a transaction, not one an event)
- * and the vehicles' latest positions (positions.ts: the newest point of each vehicle among the
- * changes of a transaction, written only when newer than the stored one: a read and at most a write
- * a vehicle, not an event). A delete leaves the latest position as it is: it is where the vehicle
- * was last seen, and the events before it are not looked at again.
- *
- * The facts these need (core's `eventFacts`) are read once, when the write is encoded (or the record
- * replayed): from the document's value when at hand (a single PUT's), else from the facts a bulk
- * request's checking thread read beside its checks (its events come as text, and parsing them
- * again here took about a third of the event store's time on the event loop), else from its text,
- * parsed; only those facts are kept (`EventChange`) until the index commit. (Picking the few
- * members out of the text without a whole JSON.parse was tried: a scanner in JavaScript took
- * longer than the parse.)
+ * the same transaction also holds the feed entries and latest positions of its changes
+ * (telemetry-effects.ts). What a change records (`EventChange`), and the `event-vehicle` value, are
+ * event-change.ts.
  */
 import type { Database, RootDatabase } from 'lmdb';
-import { eventFacts, type EventFacts, type ListPosition, type LogPosition, type ListScan } from '@otm/core';
-import type { KindSegment } from '@otm/model';
-import type { FeedSeq } from '../feed.js';
+import type { ListPosition, ListScan } from '@otm/core';
 import { SEP } from '../keys.js';
-import type { Fix, LmdbPositions } from '../positions.js';
+import type { Fix } from '../positions.js';
+import { decodeVehicleEntry, isTrackPoint, vehicleValue, type EventChange, type TrackEntry } from './event-change.js';
+import { CommitTelemetry, committedTelemetry, type TelemetryEffects } from './telemetry-effects.js';
 import {
   KeyScratch,
   TIME_BYTES,
@@ -67,179 +56,8 @@ import {
 } from './index-keys.js';
 
 export { binaryDb, keyCodecOf, type KeyCodec } from './index-keys.js';
-
-/** What the index commit records of one put of the log: its event's facts (none for another kind), and where it goes. */
-export interface EventPut extends EventFacts {
-  readonly op: 'put';
-  readonly tenant: string;
-  readonly kind: KindSegment;
-  readonly key: string;
-  readonly rank: number;
-  /** Event time (ms): where the event is listed; when it was accepted for an event without one. */
-  readonly time: number;
-  /** The event type's code in `event-vehicle` values (TYPE_CODES; LITERAL: `type` itself, NO_TYPE: none). */
-  readonly code: number;
-  /** Where the log holds its document, once its record is placed: its feed entry keeps it (feed.ts). */
-  where: LogPosition | undefined;
-}
-
-/** What the index commit records of one put or delete of the log. */
-export type EventChange = EventPut | { readonly op: 'delete'; readonly tenant: string; readonly kind: KindSegment; readonly key: string };
-
-type Doc = Readonly<Record<string, unknown>>;
-const EMPTY: Doc = {};
-
-/** The document's value; a text that is not a JSON object counts as an empty one (listed, no vehicle). */
-function valueOf(text: string): Doc {
-  try {
-    const v: unknown = JSON.parse(text);
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Doc) : EMPTY;
-  } catch {
-    return EMPTY;
-  }
-}
-
-/** Codes of the telemetry event types in `event-vehicle` values. Stored: never change one. */
-const TYPE_CODES: ReadonlyMap<string, number> = new Map([
-  ['locationUpdateEvent', 1],
-  ['sensorUpdateEvent', 2],
-  ['emissionEvent', 3],
-  ['fuelConsumedEvent', 4],
-  ['weighEvent', 5],
-  ['startEngineEvent', 6],
-  ['stopEngineEvent', 7],
-  ['startMovingEvent', 8],
-  ['stopMovingEvent', 9],
-  ['startWaitingEvent', 10],
-]);
-const TYPES_BY_CODE: ReadonlyMap<number, string> = new Map([...TYPE_CODES].map(([t, c]) => [c, t]));
-const LOCATION = TYPE_CODES.get('locationUpdateEvent')!;
-/** No event type (none, or not a string). */
-const NO_TYPE = 0;
-/** Another event type: its UTF-8 follows the fixed part of the value. */
-const LITERAL = 255;
-
-/** The facts of a put that is not an event, or whose document cannot be read. */
-const NO_FACTS: EventFacts = {
-  time: Number.NaN,
-  vehicle: '',
-  type: undefined,
-  lat: null,
-  lon: null,
-  speedKmh: null,
-  heading: null,
-  located: false,
-};
-
-/**
- * The change a put records, from its facts when read already (a bulk request's: core's
- * `eventFacts`, read by its checking thread), else from its value (parsed from `text` when not
- * given). Never throws: a record the log holds must not stop the replay at the next start, so a
- * document these cannot be read from is listed at `at`, without vehicle. Only events are listed
- * (the event store holds no other kind; a put of another kind records its feed entry only).
- */
-export function putChange(
-  tenant: string,
-  kind: KindSegment,
-  key: string,
-  rank: number,
-  at: number,
-  value: Doc | undefined,
-  text: () => string,
-  known?: EventFacts,
-): EventChange {
-  let f = NO_FACTS;
-  if (kind === 'events') {
-    try {
-      f = known ?? eventFacts(value ?? valueOf(text()));
-    } catch {
-      /* listed at `at`, without vehicle */
-    }
-  }
-  const { type } = f;
-  // Each member named: a spread of `f` costs about a µs more an event.
-  return {
-    op: 'put',
-    tenant,
-    kind,
-    key,
-    rank,
-    time: Number.isNaN(f.time) ? at : f.time,
-    vehicle: f.vehicle,
-    code: type === undefined ? NO_TYPE : (TYPE_CODES.get(type) ?? LITERAL),
-    type,
-    lat: f.lat,
-    lon: f.lon,
-    speedKmh: f.speedKmh,
-    heading: f.heading,
-    located: f.located,
-    where: undefined,
-  };
-}
-
-/** One entry of `event-vehicle`, as read. */
-export interface VehicleEntry {
-  readonly time: number;
-  readonly key: string;
-  readonly rank: number;
-  /** The event type; undefined without one. */
-  readonly eventType: string | undefined;
-  readonly lat: number | null;
-  readonly lon: number | null;
-  readonly speedKmh: number | null;
-  readonly heading: number | null;
-}
-
-/** One entry of a track, as read: a location event with a position. */
-export interface TrackEntry extends VehicleEntry {
-  readonly lat: number;
-  readonly lon: number;
-}
-
-/**
- * An `event-vehicle` value: u8 rank, u8 type code, then lat, lon, speedKmh, heading as float64 (LE;
- * NaN: none), then for a LITERAL type its UTF-8.
- */
-const FIXED = 34;
-/**
- * Where values are made before a put: LMDB copies a value inside the put when a write transaction
- * is open (lmdb-js writes at once then), which is the only place these are put, so one buffer
- * serves every put, with nothing allocated for it.
- */
-const scratch = Buffer.allocUnsafeSlow(FIXED);
-const orNaN = (n: number | null) => (n === null ? NaN : n);
-const orNull = (n: number) => (Number.isNaN(n) ? null : n);
-
-function vehicleValue(c: EventPut): Buffer {
-  const b = c.code === LITERAL ? Buffer.allocUnsafe(FIXED + Buffer.byteLength(c.type!)) : scratch;
-  b[0] = c.rank;
-  b[1] = c.code;
-  b.writeDoubleLE(orNaN(c.lat), 2);
-  b.writeDoubleLE(orNaN(c.lon), 10);
-  b.writeDoubleLE(orNaN(c.speedKmh), 18);
-  b.writeDoubleLE(orNaN(c.heading), 26);
-  if (b !== scratch) b.write(c.type!, FIXED, 'utf8');
-  return b;
-}
-
-/** An `event-vehicle` entry from its key (after its base, `vehicleBase`) and value. */
-export function decodeVehicleEntry(key: Uint8Array, baseLength: number, value: Buffer): VehicleEntry {
-  const code = value[1]!;
-  return {
-    time: readTime(key, baseLength),
-    key: readKeyPart(key, baseLength + TIME_BYTES, key.length),
-    rank: value[0]!,
-    eventType: code === LITERAL ? value.toString('utf8', FIXED) : TYPES_BY_CODE.get(code),
-    lat: orNull(value.readDoubleLE(2)),
-    lon: orNull(value.readDoubleLE(10)),
-    speedKmh: orNull(value.readDoubleLE(18)),
-    heading: orNull(value.readDoubleLE(26)),
-  };
-}
-
-/** Whether an `event-vehicle` value is a track point's: a location event with a position. */
-const isTrackPoint = (value: Buffer): boolean =>
-  value[1] === LOCATION && !Number.isNaN(value.readDoubleLE(2)) && !Number.isNaN(value.readDoubleLE(10));
+export { decodeVehicleEntry, putChange, type EventChange, type EventPut, type TrackEntry, type VehicleEntry } from './event-change.js';
+export type { TelemetryEffects } from './telemetry-effects.js';
 
 /** `event-time` values: the rank, one byte. */
 const RANKS = Array.from({ length: 6 }, (_, r) => Buffer.from([r]));
@@ -327,17 +145,6 @@ const TRACK_CHUNK = 512;
 /** A database of the lists: binary keys (index-keys.ts), binary values. */
 type Bin = Database<Buffer, Buffer>;
 
-/** One tenant's changes in an index transaction, and the newest track point of each of its vehicles among them. */
-interface TenantChanges {
-  readonly changes: EventChange[];
-  newest: Map<string, EventPut> | undefined;
-}
-
-export interface TelemetryEffects {
-  readonly seq: FeedSeq;
-  readonly positions: LmdbPositions;
-}
-
 export class EventEffects {
   private readonly byTime: Bin;
   private readonly byVehicle: Bin;
@@ -366,50 +173,12 @@ export class EventEffects {
    * index from the log: recovery.ts).
    */
   apply(changes: Iterable<EventChange>, now = Date.now(), telemetry = true): Fix[] {
-    const seq = telemetry ? this.telemetry?.seq : undefined;
-    /**
-     * Each tenant's changes, in order, for its feed block (feed.ts: one LMDB write, not one a
-     * change), and the newest track point of each of its vehicles among them.
-     */
-    let tenants: Map<string, TenantChanges> | undefined;
-    let tenant: string | undefined;
-    let of: TenantChanges | undefined;
+    const effects = telemetry && this.telemetry !== undefined ? new CommitTelemetry(this.telemetry) : undefined;
     for (const c of changes) {
       if (c.kind === 'events') this.place(c);
-      if (seq === undefined) continue;
-      if (c.tenant !== tenant) {
-        tenants ??= new Map();
-        tenant = c.tenant;
-        of = tenants.get(tenant);
-        if (of === undefined) tenants.set(tenant, (of = { changes: [], newest: undefined }));
-      }
-      of!.changes.push(c);
-      if (c.op === 'delete' || !c.located) continue;
-      const newest = (of!.newest ??= new Map<string, EventPut>());
-      const had = newest.get(c.vehicle);
-      // Not older, as positions.ts `isNewerFix`: a later version of the same event replaces the earlier.
-      if (had === undefined || c.time > had.time || (c.time === had.time && c.key >= had.key)) newest.set(c.vehicle, c);
+      effects?.add(c);
     }
-    if (seq === undefined || tenants === undefined) return [];
-    const fixes: Fix[] = [];
-    for (const [t, { changes: list, newest }] of tenants) {
-      seq.appendChanges(t, now, list);
-      for (const c of newest?.values() ?? []) {
-        fixes.push({
-          tenant: c.tenant,
-          vehicle: c.vehicle,
-          time: c.time,
-          lat: c.lat!,
-          lon: c.lon!,
-          speedKmh: c.speedKmh,
-          heading: c.heading,
-          eventKey: c.key,
-        });
-      }
-    }
-    seq.save();
-    if (fixes.length === 0) return [];
-    return this.telemetry!.positions.offer(fixes);
+    return effects === undefined ? [] : effects.write(now);
   }
 
   /**
@@ -483,7 +252,7 @@ export class EventEffects {
 
   /** After the commit of `apply`'s transaction. */
   committed(stored: readonly Fix[]): void {
-    if (stored.length > 0) this.telemetry?.positions.committed(stored);
+    committedTelemetry(this.telemetry, stored);
   }
 
   /**

@@ -53,8 +53,8 @@ type Utf8Target = Uint8Array & { utf8Write?: (s: string, offset: number) => numb
  *   JavaScript (to escape those below 5 and encode the others). Keys of ASCII without such
  *   characters are written natively, then looked at; any other string is left to ordered-binary.
  *
- * Together they took about a quarter of the CPU of an event off the event store (bench/diag/bulk/
- * README.md). Undefined when the root does not carry lmdb-js's functions: the databases are then
+ * What they save: CPU an event in the event store, spent on key comparisons and key writes
+ * (the figure: docs/PERFORMANCE.md). Undefined when the root does not carry lmdb-js's functions: the databases are then
  * opened as lmdb-js opens them.
  */
 export function keyCodecOf(root: RootDatabase): KeyCodec | undefined {

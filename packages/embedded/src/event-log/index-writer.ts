@@ -53,20 +53,18 @@ export const CHECKPOINT = 'checkpoint';
  * reads `recent`; lists, tracks, the feed and positions make it now: LogEventStore.settled), and
  * the longer it gathers, the fewer pages a commit dirties an event: a vehicle's list entries and
  * its latest position are written where its earlier ones are, so a commit that holds several
- * events of a vehicle writes that page once. With 50 ms rather than 10, single PUTs of location
- * events of 64 vehicles at about 3,500 a second took about a quarter less CPU each.
+ * events of a vehicle writes that page once: less CPU an event than a shorter wait
+ * (docs/PERFORMANCE.md).
  */
 const INDEX_DELAY_MS = 50;
 const INDEX_BATCH = 20_000;
 /**
  * Most changes in one transaction. Its callback runs on the event loop and records each change's
- * list entries besides (effects.ts: four LMDB writes a location event, its index entry included,
- * about 5 µs of CPU together; the feed entries and latest positions once a transaction), so a burst
- * of 20,000 in one callback would hold every answer up for about a tenth of a second; 2,500 hold
- * them up for about 12 ms, as 1,000 did before the feed blocks and the key codec (index-keys.ts
- * keyCodecOf). Fewer a transaction cost more an event: each commit copies and writes again the
- * pages every vehicle's entries end on (1,000 took about 0.7 µs more an event than 2,500 with 64
- * vehicles; bench/diag/bulk/README.md).
+ * list entries besides (effects.ts: four LMDB writes a location event, its index entry included;
+ * the feed entries and latest positions once a transaction), so a burst of 20,000 in one callback
+ * would hold every answer up for a long while. Fewer a transaction cost more an event: each commit
+ * copies and writes again the pages every vehicle's entries end on. This many bounds the hold-up
+ * and keeps that cost small (the figures: docs/PERFORMANCE.md).
  */
 export const INDEX_CHUNK = 2_500;
 /**

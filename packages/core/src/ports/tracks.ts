@@ -1,0 +1,52 @@
+/** Vehicles' tracks and latest positions. */
+import type { TrackFix } from '../event-facts.js';
+
+/** One location event of a vehicle's track, with its document. */
+export interface TrackPoint {
+  /** Event time (ms since the epoch). */
+  readonly time: number;
+  readonly key: string;
+  readonly lifecycleRank: number;
+  readonly lat: number;
+  readonly lon: number;
+  readonly speedKmh: number | null;
+  readonly heading: number | null;
+  /** The event as GET answers it. */
+  readonly doc: string | Buffer;
+}
+
+export interface TrackScan {
+  readonly tenant: string;
+  /** The vehicle's storage key. */
+  readonly vehicle: string;
+  /** Event time window, ms since the epoch: from inclusive, to exclusive. */
+  readonly from: number;
+  readonly to: number;
+  /** Only points strictly after (time, key). */
+  readonly after?: { readonly time: number; readonly key: string };
+  /** At most this many points; absent: all of the window. */
+  readonly limit?: number;
+}
+
+/**
+ * Vehicles' tracks: their `locationUpdateEvent`s (event-facts.ts `trackFix`) in event time order
+ * (then key), each event once, in its highest lifecycle version. Yielded as read, never gathered.
+ */
+export interface TrackReader {
+  track(scan: TrackScan): AsyncIterable<TrackPoint>;
+}
+
+/** The newest position of a vehicle (by event time; the later key on a tie): its track fix and the event's key. */
+export interface LatestPosition extends TrackFix {
+  /** The location event's storage key. */
+  readonly eventKey: string;
+}
+
+/** Latest positions, kept up to date as location events are stored; never computed from the events. */
+export interface PositionReader {
+  /**
+   * The tenant's latest positions in vehicle key order. The array and its items may be shared with
+   * later reads (an adapter keeps them in memory): callers must not change them.
+   */
+  positions(tenant: string): Promise<readonly LatestPosition[]>;
+}
