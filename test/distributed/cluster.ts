@@ -102,12 +102,14 @@ export async function startCluster(
     processes.set(name, r);
     return r;
   };
-  await Promise.all([
-    startRole('ingress', ['ingress']),
-    startRole('query', ['query']),
-    startRole('worker', ['worker']),
-    startRole('dispatcher', ['dispatcher']),
-  ]);
+  const roles = await Promise.allSettled(['ingress', 'query', 'worker', 'dispatcher'].map((role) => startRole(role, [role])));
+  const failedRole = roles.find((r) => r.status === 'rejected');
+  if (failedRole) {
+    // Nothing left running behind a failed start: the roles that came up, and the services.
+    await Promise.all([...processes.values()].map((r) => stop(r, 'SIGKILL')));
+    await Promise.all([kafka.stop(), clickhouse.stop(), redis.stop()]);
+    throw failedRole.reason;
+  }
 
   const target = (method: string | undefined) => {
     const p = processes.get(method === 'GET' || method === 'HEAD' ? 'query' : 'ingress');
