@@ -9,7 +9,7 @@
  * text: parsing them again here would cost the event loop a share of the event store's time), else
  * from its text, parsed; only those facts are kept until the index commit. (Picking the few
  * members out of the text without a whole JSON.parse was tried: a scanner in JavaScript took
- * longer than the parse; docs/PERFORMANCE.md.)
+ * longer than the parse.)
  */
 import { eventFacts, type EventFacts, type LogPosition } from '@otm/core';
 import type { KindSegment } from '@otm/model';

@@ -53,8 +53,7 @@ export const CHECKPOINT = 'checkpoint';
  * reads `recent`; lists, tracks, the feed and positions make it now: LogEventStore.settled), and
  * the longer it gathers, the fewer pages a commit dirties an event: a vehicle's list entries and
  * its latest position are written where its earlier ones are, so a commit that holds several
- * events of a vehicle writes that page once: less CPU an event than a shorter wait
- * (docs/PERFORMANCE.md).
+ * events of a vehicle writes that page once: less CPU an event than a shorter wait.
  */
 const INDEX_DELAY_MS = 50;
 const INDEX_BATCH = 20_000;
@@ -64,7 +63,7 @@ const INDEX_BATCH = 20_000;
  * the feed entries and latest positions once a transaction), so a burst of 20,000 in one callback
  * would hold every answer up for a long while. Fewer a transaction cost more an event: each commit
  * copies and writes again the pages every vehicle's entries end on. This many bounds the hold-up
- * and keeps that cost small (the figures: docs/PERFORMANCE.md).
+ * and keeps that cost small.
  */
 export const INDEX_CHUNK = 2_500;
 /**
