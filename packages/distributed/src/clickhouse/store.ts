@@ -43,7 +43,7 @@ import { errorText } from '../error-text.js';
 import { clickhouseFailure } from './errors.js';
 import { entityRows } from './entity-columns.js';
 import { ENTITY_COLUMNS, EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EntityRow, type EventRow, type IdRow } from './schema.js';
-import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
+import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql, type Sql } from './sql.js';
 import { rowFormat, tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
 export interface ClickHouseEventStoreOptions {
@@ -191,9 +191,9 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     }
   }
 
-  private async select<T>(query: string): Promise<T[]> {
+  private async select<T>({ query, params }: Sql): Promise<T[]> {
     return this.run(async () => {
-      const rs = await this.client.query({ query, format: 'JSONEachRow' });
+      const rs = await this.client.query({ query, query_params: params, format: 'JSONEachRow' });
       return rs.json<T>();
     });
   }
@@ -308,7 +308,8 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
    */
   async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
     if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
-    const rs = await this.run(() => this.client.query({ query: trackSql(this.database, scan), format: 'TabSeparated' }));
+    const { query, params } = trackSql(this.database, scan);
+    const rs = await this.run(() => this.client.query({ query, query_params: params, format: 'TabSeparated' }));
     try {
       for await (const rows of rs.stream()) {
         for (const row of rows) {
@@ -547,9 +548,9 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     await this.run(() => this.client.command({ query: `DROP DATABASE IF EXISTS ${this.database}` }));
   }
 
-  /** Runs a SELECT and returns its rows (for tests and tools; the SQL is taken as written). */
-  async query<T = Record<string, unknown>>(sql: string): Promise<T[]> {
-    return this.select<T>(sql);
+  /** Runs a SELECT and returns its rows (for tests and tools): SQL as written, with the values of its `{name:Type}` parameters. */
+  async query<T = Record<string, unknown>>(query: string, params: Record<string, unknown> = {}): Promise<T[]> {
+    return this.select<T>({ query, params });
   }
 
   async ready(): Promise<boolean> {

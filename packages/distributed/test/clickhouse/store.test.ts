@@ -342,7 +342,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       );
       expect(err).toBeInstanceOf(AdapterError);
       expect(err).toMatchObject({ adapter: 'clickhouse', retryable: false });
-      expect((err as Error).message).toMatch(/^refused as malformed: Code: 27/);
+      expect((err as Error).message).toMatch(/^refused as malformed: /);
       expect(await store.get('acme', 'events', id)).toBeUndefined();
     } finally {
       await store.dropDatabase();
@@ -544,64 +544,70 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       expect(await drain(store.track({ ...scan, to: scan.from }))).toEqual([]);
     });
 
-    it('streams a day of fixes at one a second (86,400 points) without gathering them, and stops reading when the consumer stops', async () => {
-      const tenant = 'day';
-      const vehicle = randomUUID();
-      const started = Date.now();
-      for (let s = 0; s < 86_400; s += 14_400) {
-        await store.write(
-          Array.from({ length: 14_400 }, (_, i) => put(tenant, loc(`d-${String(s + i).padStart(5, '0')}`, T0 + (s + i) * 1000, vehicle))),
-        );
-      }
-      const wrote = Date.now() - started;
-      const scan: TrackScan = { tenant, vehicle, from: T0, to: T0 + 86_400_000 };
-      /** A consumer that keeps nothing but a count, the last point's place and the heap's peak. */
-      const count = async (it: AsyncIterable<TrackPoint>, stopAt = Infinity) => {
-        let n = 0;
-        let last = -1;
-        let inOrder = true;
-        const heap0 = process.memoryUsage().heapUsed;
-        let peak = 0;
-        for await (const p of it) {
-          if (p.time <= last) inOrder = false;
-          last = p.time;
-          if (++n % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - heap0);
-          if (n >= stopAt) break;
+    it(
+      'streams a day of fixes at one a second (86,400 points) without gathering them, and stops reading when the consumer stops',
+      { timeout: 120_000 },
+      async () => {
+        const tenant = 'day';
+        const vehicle = randomUUID();
+        const started = Date.now();
+        for (let s = 0; s < 86_400; s += 14_400) {
+          await store.write(
+            Array.from({ length: 14_400 }, (_, i) => put(tenant, loc(`d-${String(s + i).padStart(5, '0')}`, T0 + (s + i) * 1000, vehicle))),
+          );
         }
-        return { n, inOrder, peakMiB: peak / 2 ** 20 };
-      };
-      const t = Date.now();
-      const whole = await count(store.track(scan));
-      console.log(
-        `track: 86,400 points written in ${wrote} ms, streamed in ${Date.now() - t} ms, heap grew at most ${whole.peakMiB.toFixed(1)} MiB`,
-      );
-      expect(whole).toMatchObject({ n: 86_400, inOrder: true });
-      // The store yields as it reads: a consumer that stops after ten points ends the response, and
-      // the store answers the next request.
-      const t1 = Date.now();
-      expect(await count(store.track(scan), 10)).toMatchObject({ n: 10, inOrder: true });
-      const stopped = Date.now() - t1;
-      expect((await count(store.track({ ...scan, from: T0 + 3_600_000, limit: 3_600 }))).n).toBe(3_600);
-      console.log(`track: the first 10 points of 86,400 in ${stopped} ms`);
-      // The vehicle's list within bounds is a range read of the primary index: an hour of its
-      // 86,400 rows (and the granules at the edges), not all of them.
-      const hour: ListScan = {
-        tenant,
-        kind: 'events',
-        facet: `vehicle=${vehicle}`,
-        since: T0 + 3_600_000,
-        before: T0 + 7_200_000,
-        limit: 5,
-      };
-      const ranged = await store.query<{ event_id: string; at: string }>(
-        `${eventListSql(store.database, hour)}\nSETTINGS max_rows_to_read = 10000`,
-      );
-      expect(ranged.map((r) => Number(r.at))).toEqual([0, 1, 2, 3, 4].map((i) => T0 + 3_600_000 + i * 1000));
-      const t2 = Date.now();
-      const page = await store.list({ ...hour, after: { at: T0 + 3_600_000 + 1_000 * 1_000, key: 'd-04600' }, limit: 100 });
-      expect(page.map((p) => p.key)).toEqual(Array.from({ length: 100 }, (_, i) => `d-${String(4_601 + i).padStart(5, '0')}`));
-      console.log(`list: a page of 100 of a vehicle's hour of 3,600 events in ${Date.now() - t2} ms`);
-    });
+        const wrote = Date.now() - started;
+        const scan: TrackScan = { tenant, vehicle, from: T0, to: T0 + 86_400_000 };
+        /** A consumer that keeps nothing but a count, the last point's place and the heap's peak. */
+        const count = async (it: AsyncIterable<TrackPoint>, stopAt = Infinity) => {
+          let n = 0;
+          let last = -1;
+          let inOrder = true;
+          const heap0 = process.memoryUsage().heapUsed;
+          let peak = 0;
+          for await (const p of it) {
+            if (p.time <= last) inOrder = false;
+            last = p.time;
+            if (++n % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - heap0);
+            if (n >= stopAt) break;
+          }
+          return { n, inOrder, peakMiB: peak / 2 ** 20 };
+        };
+        const t = Date.now();
+        const whole = await count(store.track(scan));
+        console.log(
+          `track: 86,400 points written in ${wrote} ms, streamed in ${Date.now() - t} ms, heap grew at most ${whole.peakMiB.toFixed(1)} MiB`,
+        );
+        expect(whole).toMatchObject({ n: 86_400, inOrder: true });
+        // The store yields as it reads: a consumer that stops after ten points ends the response, and
+        // the store answers the next request.
+        const t1 = Date.now();
+        expect(await count(store.track(scan), 10)).toMatchObject({ n: 10, inOrder: true });
+        const stopped = Date.now() - t1;
+        expect((await count(store.track({ ...scan, from: T0 + 3_600_000, limit: 3_600 }))).n).toBe(3_600);
+        console.log(`track: the first 10 points of 86,400 in ${stopped} ms`);
+        // The vehicle's list within bounds is a range read of the primary index: an hour of its
+        // 86,400 rows (and the granules at the edges), not all of them.
+        const hour: ListScan = {
+          tenant,
+          kind: 'events',
+          facet: `vehicle=${vehicle}`,
+          since: T0 + 3_600_000,
+          before: T0 + 7_200_000,
+          limit: 5,
+        };
+        const listed = eventListSql(store.database, hour);
+        const ranged = await store.query<{ event_id: string; at: string }>(
+          `${listed.query}\nSETTINGS max_rows_to_read = 10000`,
+          listed.params,
+        );
+        expect(ranged.map((r) => Number(r.at))).toEqual([0, 1, 2, 3, 4].map((i) => T0 + 3_600_000 + i * 1000));
+        const t2 = Date.now();
+        const page = await store.list({ ...hour, after: { at: T0 + 3_600_000 + 1_000 * 1_000, key: 'd-04600' }, limit: 100 });
+        expect(page.map((p) => p.key)).toEqual(Array.from({ length: 100 }, (_, i) => `d-${String(4_601 + i).padStart(5, '0')}`));
+        console.log(`list: a page of 100 of a vehicle's hour of 3,600 events in ${Date.now() - t2} ms`);
+      },
+    );
   });
 
   describe('docs/analytics.md', () => {
