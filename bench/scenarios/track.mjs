@@ -42,10 +42,10 @@ export async function track(ctx) {
     if (!withDocs.includes(VEH) || !withDocs.includes("'2024-03-01 00:00:00'"))
       throw new Error('docs/analytics.md: track query changed; update bench/scenarios/track.mjs');
     // Positions only: the doc's track query without its document column.
-    const positions = `SELECT event_id, lifecycle_rank, event_time_ms, lat, lon, speed_kmh FROM otm.otm_events FINAL
+    const positions = `SELECT event_id, lifecycle_rank, toUnixTimestamp64Milli(event_time) AS time_ms, lat, lon, speed_kmh FROM otm.otm_events FINAL
       WHERE tenant = 'acme' AND deleted = 0 AND vehicle_id = '${VEH}' AND event_type = 'locationUpdateEvent'
         AND event_time >= toDateTime('2024-03-01 00:00:00', 'UTC') AND event_time < toDateTime('2024-03-02 00:00:00', 'UTC')
-      ORDER BY event_time_ms`;
+      ORDER BY event_time`;
     // Rows: one position a minute per vehicle over 30 days of March 2024 (43,200 rows a vehicle);
     // vehicle 0 is the doc's vehicle, so the queried day always holds 1,440 rows.
     const PER = 43_200;
@@ -59,13 +59,13 @@ export async function track(ctx) {
         const src = `(SELECT number + ${stored} AS n FROM system.numbers LIMIT ${count})`;
         const doc = `concat('{"eventType":"locationUpdateEvent","id":"e-', toString(n), '","lifecycle":"actual","geoReference":{"type":"latLonPointGeoReference","lat":', toString(52 + (n % 1000) / 10000), ',"lon":', toString(5.4 + (n % 977) / 10000), ',"speed":{"value":50,"unit":"km/h"}},"vehicle":{"associationType":"reference","entityType":"vehicle","uuid":"', ${veh}, '"}}')`;
         await ch.command({
-          query: `INSERT INTO otm.otm_events (tenant, event_id, lifecycle_rank, lifecycle, event_type, event_time, event_time_ms, vehicle_id, lat, lon, speed, speed_unit, speed_kmh, accepted_at, version, deleted, doc)
-            SELECT 'acme', concat('e-', toString(n)), 4, 'actual', 'locationUpdateEvent', toDateTime(${time}, 'UTC'), ${time} * 1000, ${veh},
+          query: `INSERT INTO otm.otm_events (tenant, event_id, lifecycle_rank, lifecycle, event_type, event_time, vehicle_id, lat, lon, speed, speed_unit, speed_kmh, accepted_at, version, deleted, doc)
+            SELECT 'acme', concat('e-', toString(n)), 4, 'actual', 'locationUpdateEvent', toDateTime64(${time}, 3, 'UTC'), ${veh},
                    52 + (n % 1000) / 10000, 5.4 + (n % 977) / 10000, 50, 'km/h', 50, ${time} * 1000, 1, 0, ${doc} FROM ${src}`,
         });
         await ch.command({
           query: `INSERT INTO otm.otm_event_ids (tenant, kind, event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted)
-            SELECT 'acme', 'events', concat('e-', toString(n)), 4, ${veh}, toDateTime(${time}, 'UTC'), ${time} * 1000, 1, 0 FROM ${src}`,
+            SELECT 'acme', 'events', concat('e-', toString(n)), 4, ${veh}, toDateTime64(${time}, 3, 'UTC'), ${time} * 1000, 1, 0 FROM ${src}`,
         });
         stored += count;
       }

@@ -1,5 +1,5 @@
 /**
- * The entity export (services/worker/src/entity-export.ts) on a real Redis and ClickHouse 18.16:
+ * The entity export (services/worker/src/entity-export.ts) on a real Redis and ClickHouse:
  * entity changes applied by the entity worker are copied from the Redis change feed into
  * otm_entities; later versions win, deletes leave tombstones, telemetry is not copied, the cursor is
  * saved only after an insert succeeded, a tenant without a cursor starts with a snapshot of every

@@ -96,9 +96,8 @@ export interface ClickHouseService extends UrlService {
    * Stops our server (SIGCONT first, should it be paused; then SIGTERM) and keeps its data folder
    * and ports: `restart()` starts it again; new connections are refused meanwhile. Resolves once
    * the process is gone: 'exited' when it ended on SIGTERM, 'killed' when it was still there 10 s
-   * later and got SIGKILL. 18.16 closes its listening sockets at once but goes on serving the
-   * connections it has, and a client that keeps them busy (keep-alive inserts) holds its exit up
-   * for good (README, ClickHouse quirks). Throws for an external server.
+   * later and got SIGKILL (the front closes its listening socket at once and finishes the requests
+   * it has queued first). Throws for an external server.
    */
   shutdown(): Promise<'exited' | 'killed'>;
   /** Abrupt stop (SIGKILL), keeping the data folder and ports. Throws for an external server. */
@@ -392,10 +391,9 @@ function sweepStaleScratchDirs(): void {
 /**
  * A folder in memory (tmpfs) when the machine has one, else the temporary folder
  * (OTM_TEST_CLICKHOUSE_ON_DISK=1 forces the latter). The test ClickHouse keeps its data there:
- * 18.16 writes every insert as a part of ~70 files (two per column; a current ClickHouse writes
- * small inserts as compact parts of 3 files), and creating a file on a shared virtual disk costs
+ * every insert is a part of a few files, and creating a file on a shared virtual disk costs
  * several times what it costs on tmpfs, so an insert does too (bench/diag/clickhouse/
- * clickhouse-insert.mjs compares both; strace of the server: openat dominated, nothing is fsynced).
+ * clickhouse-insert.mjs compares both).
  * The test Kafka keeps its data there too: its KRaft metadata log is fsynced on every commit.
  */
 function memoryBase(): string {

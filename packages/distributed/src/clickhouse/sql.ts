@@ -6,6 +6,7 @@
  * rank) is a bug of the caller, not a ClickHouse failure: a non-retryable AdapterError.
  */
 import { AdapterError, type ListScan, type TrackScan } from '@otm/core';
+import { dateTime64 } from './time.js';
 
 /** A statement and the values of its `{name:Type}` parameters. */
 export interface Sql {
@@ -74,7 +75,7 @@ export function eventPlacementsSql(database: string, tenant: string, ids: readon
   if (ids.length === 0) throw new AdapterError('clickhouse', 'eventPlacementsSql: no ids', { retryable: false });
   return {
     query: `SELECT event_id, lifecycle_rank, argMax(vehicle_id, version) AS vehicle_id,
-                 toUInt32(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted
+                 toUnixTimestamp64Milli(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted
           FROM ${database}.otm_event_ids
           WHERE tenant = {tenant:String} AND kind = 'events' AND event_id IN {ids:Array(String)}
           GROUP BY event_id, lifecycle_rank`,
@@ -82,9 +83,8 @@ export function eventPlacementsSql(database: string, tenant: string, ids: readon
   };
 }
 
-/** Largest value of a DateTime (seconds): the window of a track is clamped to what the column holds. */
-const MAX_DATETIME = 4_294_967_295;
-const clampSeconds = (s: number) => Math.min(MAX_DATETIME, Math.max(0, s));
+/** An instant (ms) as a DateTime64(3) parameter's value, clamped to the column's range. */
+const instant = (ms: number): string => dateTime64(ms);
 
 /** A facet value kept as its SHA-256 (facets.ts `facet`): no column can be compared with it. */
 const HASHED_FACET = /^#[0-9a-f]{64}$/;
@@ -122,7 +122,7 @@ export function eventListBounds(scan: ListScan): { from?: number; to?: number } 
 
 /**
  * The SQL of a page of the list of a tenant's telemetry events (`ClickHouseEventStore.list`): each
- * event with `at` = the event time (`event_time_ms`) of the version it is listed by, and that
+ * event with `at` = the event time (`event_time`, as ms) of the version it is listed by, and that
  * version's lifecycle rank, in keyset order (at, event_id).
  *
  * The version an event is listed by is chosen as the track chooses it: the newest row (highest
@@ -153,12 +153,12 @@ export function eventListSql(database: string, scan: ListScan): Sql {
     params.vehicle = vehicle;
   }
   if (from !== undefined) {
-    place.push('event_time >= toDateTime({fromS:UInt32})');
-    params.fromS = clampSeconds(Math.floor(from / 1000));
+    place.push("event_time >= {fromT:DateTime64(3, 'UTC')}");
+    params.fromT = instant(from);
   }
   if (to !== undefined) {
-    place.push('event_time <= toDateTime({toS:UInt32})');
-    params.toS = clampSeconds(Math.floor((to - 1) / 1000));
+    place.push("event_time < {toT:DateTime64(3, 'UTC')}");
+    params.toT = instant(to);
   }
   const where: string[] = [];
   if (eventType !== undefined) {
@@ -182,7 +182,7 @@ export function eventListSql(database: string, scan: ListScan): Sql {
 FROM (
   SELECT event_id, argMax(t, (r, v)) AS at, max(r) AS lifecycle_rank${eventType === undefined ? '' : ', argMax(ty, (r, v)) AS event_type'}
   FROM (
-    SELECT event_id, lifecycle_rank AS r, max(version) AS v, argMax(event_time_ms, version) AS t, argMax(deleted, version) AS gone${
+    SELECT event_id, lifecycle_rank AS r, max(version) AS v, toUnixTimestamp64Milli(argMax(event_time, version)) AS t, argMax(deleted, version) AS gone${
       eventType === undefined ? '' : ', argMax(event_type, version) AS ty'
     }
     FROM ${database}.otm_events
@@ -198,7 +198,16 @@ LIMIT {limit:UInt64}`;
 }
 
 /** The columns of a track point, in the order `trackSql` selects them. */
-export const TRACK_COLUMNS = ['event_id', 'lifecycle_rank', 'event_time_ms', 'lat', 'lon', 'speed_kmh', 'heading', 'doc'] as const;
+export const TRACK_COLUMNS = [
+  'event_id',
+  'lifecycle_rank',
+  'toUnixTimestamp64Milli(event_time)',
+  'lat',
+  'lon',
+  'speed_kmh',
+  'heading',
+  'doc',
+] as const;
 
 /**
  * The SQL of a vehicle's track (`ClickHouseEventStore.track`): its location events in the window,
@@ -219,17 +228,17 @@ export function trackSql(database: string, scan: TrackScan): Sql {
   const params: Record<string, unknown> = {
     tenant: scan.tenant,
     vehicle: scan.vehicle,
-    from: integer(Math.ceil(scan.from)),
-    to: integer(Math.ceil(scan.to)),
-    fromS: clampSeconds(Math.floor(scan.from / 1000)),
-    toS: clampSeconds(Math.ceil(scan.to / 1000)),
+    from: instant(Math.ceil(scan.from)),
+    to: instant(Math.ceil(scan.to)),
   };
   const place = `tenant = {tenant:String} AND vehicle_id = {vehicle:String}
-    AND event_time >= toDateTime({fromS:UInt32}) AND event_time <= toDateTime({toS:UInt32})`;
-  const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1', 'event_time_ms >= {from:Int64}', 'event_time_ms < {to:Int64}'];
+    AND event_time >= {from:DateTime64(3, 'UTC')} AND event_time < {to:DateTime64(3, 'UTC')}`;
+  const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1'];
   if (scan.after !== undefined) {
-    conditions.push('(event_time_ms > {afterTime:Int64} OR (event_time_ms = {afterTime:Int64} AND event_id > {afterKey:String}))');
-    params.afterTime = integer(scan.after.time);
+    conditions.push(
+      "(event_time > {afterTime:DateTime64(3, 'UTC')} OR (event_time = {afterTime:DateTime64(3, 'UTC')} AND event_id > {afterKey:String}))",
+    );
+    params.afterTime = instant(integer(scan.after.time));
     params.afterKey = scan.after.key;
   }
   if (scan.limit !== undefined) params.limit = unsigned(Math.floor(scan.limit));
@@ -240,9 +249,9 @@ PREWHERE ${place}
 WHERE (event_id, lifecycle_rank, event_time, version) IN (
   SELECT event_id, lifecycle_rank, event_time, version
   FROM (
-    SELECT event_id, lifecycle_rank, event_time, version, event_type, event_time_ms, located
+    SELECT event_id, lifecycle_rank, event_time, version, event_type, located
     FROM (
-      SELECT event_id, lifecycle_rank, event_time, version, deleted, event_type, event_time_ms,
+      SELECT event_id, lifecycle_rank, event_time, version, deleted, event_type,
              isNotNull(lat) AND isNotNull(lon) AS located
       FROM ${database}.otm_events
       PREWHERE ${place}
@@ -254,9 +263,9 @@ WHERE (event_id, lifecycle_rank, event_time, version) IN (
     LIMIT 1 BY event_id
   )
   WHERE ${conditions.join(' AND ')}
-  ORDER BY event_time_ms, event_id${limit}
+  ORDER BY event_time, event_id${limit}
 )
-ORDER BY event_time_ms, event_id
+ORDER BY event_time, event_id
 LIMIT 1 BY event_id${limit}`;
   return { query, params };
 }
