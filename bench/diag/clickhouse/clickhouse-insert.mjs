@@ -1,6 +1,6 @@
 /**
  * Time of one insert of 300 location rows into `otm_events` (with and without the document
- * column) and into `otm_event_ids`, on a fresh test ClickHouse 18.16 (test/infra/services.ts):
+ * column) and into `otm_event_ids`, on a fresh test ClickHouse (test/infra/services.ts):
  * why the test ClickHouse keeps its data on tmpfs. Compare:
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/clickhouse/clickhouse-insert.mjs
