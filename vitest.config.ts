@@ -26,6 +26,7 @@ const INTEGRATION = [
   'test/distributed/',
   'test/hostile/nginx.test.ts',
   'test/hostile/nginx-writers.test.ts',
+  'packages/distributed/test/clickhouse/analytics.test.ts',
   'packages/distributed/test/clickhouse/refusals.test.ts',
   'packages/distributed/test/clickhouse/store.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
