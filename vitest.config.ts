@@ -29,6 +29,7 @@ const INTEGRATION = [
   'packages/distributed/test/clickhouse/analytics.test.ts',
   'packages/distributed/test/clickhouse/refusals.test.ts',
   'packages/distributed/test/clickhouse/store.test.ts',
+  'packages/distributed/test/clickhouse/tracks.test.ts',
   'packages/distributed/test/kafka/bus.test.ts',
   'packages/distributed/test/kafka/idempotence.test.ts',
   'packages/distributed/test/kafka/supervision.test.ts',

@@ -9,20 +9,13 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EntityChange } from '@otm/core';
 import type { KindSegment } from '@otm/model';
-import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
+import { integrationEnabled } from '../../../../test/infra/services.js';
 import { ClickHouseEventStore, eventStoreDdl } from '../../src/index.js';
-import { A1, A3, C1, T1, T2, T3, T4, V1, V2, put, ref } from './fixtures.js';
+import { A1, A3, C1, T1, T2, T3, T4, V1, V2, put, ref, suiteClickHouse } from './fixtures.js';
 
 const enabled = integrationEnabled('docs/analytics.md on ClickHouse');
 describe.skipIf(!enabled)('docs/analytics.md on ClickHouse', () => {
-  let ch: UrlService;
-  beforeAll(async () => {
-    requireServices(['clickhouse']);
-    ch = await startClickHouse();
-  });
-  afterAll(async () => {
-    await ch?.stop();
-  });
+  const ch = suiteClickHouse();
 
   describe('docs/analytics.md', () => {
     const md = fs.readFileSync(fileURLToPath(new URL('../../../../docs/analytics.md', import.meta.url)), 'utf8');
@@ -32,7 +25,7 @@ describe.skipIf(!enabled)('docs/analytics.md on ClickHouse', () => {
 
     beforeAll(async () => {
       // the doc's queries name database `otm`: a fresh server is ours alone
-      store = new ClickHouseEventStore({ url: ch.url, database: 'otm' });
+      store = new ClickHouseEventStore({ url: ch.url(), database: 'otm' });
       await store.migrate();
       const ev = (id: string, over: Record<string, unknown>) => ({ id, creationDate: '2024-03-01T08:00:00Z', ...over });
       const fuel = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>

@@ -1,5 +1,23 @@
-/** What the ClickHouse store's tests write: event puts, references, and the ids docs/analytics.md names. */
+/**
+ * What the ClickHouse store's tests share: their ClickHouse, event puts, references, and the ids
+ * docs/analytics.md names.
+ */
+import { afterAll, beforeAll } from 'vitest';
 import type { DocumentWrite } from '@otm/core';
+import { requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
+
+/** Starts the tests' ClickHouse before the suite's tests and stops it after them; `url()` is where it answers. */
+export function suiteClickHouse(): { url: () => string } {
+  let ch: UrlService | undefined;
+  beforeAll(async () => {
+    requireServices(['clickhouse']);
+    ch = await startClickHouse();
+  });
+  afterAll(async () => {
+    await ch?.stop();
+  });
+  return { url: () => ch!.url };
+}
 
 export const put = (tenant: string, doc: Record<string, unknown>, rank = 0): DocumentWrite => ({
   op: 'put',
