@@ -35,7 +35,7 @@ export async function startEmbedded(ctx, extraEnv = {}, profDir) {
 }
 
 /**
- * A fresh test cluster (Apache Kafka, one KRaft node, topics made by `otm migrate`; ClickHouse 18.16, Redis, `otm
+ * A fresh test cluster (Apache Kafka, one KRaft node, topics made by `otm migrate`; ClickHouse (chdb), Redis, `otm
  * ingress`, `otm worker`, `otm query`), once a write has gone through it. Resolves
  * { cluster, ingress, query } (the URLs of the ingress and query processes); close it with
  * `cluster.close()`.

@@ -1,6 +1,6 @@
 /**
  * Group `distributed`: `otm ingress`, `otm worker` and `otm query` on the test Kafka (Apache
- * Kafka, one KRaft node), Redis and ClickHouse 18.16, all on this machine's cores, against the fastify echo: PUT of
+ * Kafka, one KRaft node), Redis and the tests' ClickHouse (chdb), all on this machine's cores, against the fastify echo: PUT of
  * location events to the ingress (answered after Kafka acks=-1) and GET of a trip from the query
  * process, each on a fresh cluster. The load goes straight to the ingress or query process.
  *
@@ -19,7 +19,7 @@ import { fmt, log, request, sleep } from '../lib/util.mjs';
 
 export async function distributed(ctx) {
   const { cfg, base } = ctx;
-  log('\n== distributed: otm ingress + otm worker + otm query on Kafka (Apache Kafka, one KRaft node), Redis, ClickHouse 18.16');
+  log('\n== distributed: otm ingress + otm worker + otm query on Kafka (Apache Kafka, one KRaft node), Redis, ClickHouse (chdb)');
   // A fresh cluster for each part, so that one part's backlog (events not yet in ClickHouse) does
   // not slow the next.
   let { cluster, ingress, query } = await startDistributed(ctx);

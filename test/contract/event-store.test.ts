@@ -1,4 +1,4 @@
-/** The EventStore contract against the embedded LMDB store and the ClickHouse store (18.16 here). */
+/** The EventStore contract against the embedded LMDB store and the ClickHouse store (on the tests' current ClickHouse engine). */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

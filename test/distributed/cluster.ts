@@ -1,6 +1,6 @@
 /**
  * The distributed deployment as separate processes on loopback, for tests: a Kafka broker (the
- * version docker-compose.yml pins), ClickHouse 18.16 and a private Redis (started by
+ * version docker-compose.yml pins), ClickHouse (a current engine) and a private Redis (started by
  * test/infra/services.ts), `otm migrate` (the ClickHouse tables and the Kafka topics), then
  * `otm ingress`, `otm query`, `otm worker` and `otm dispatcher` (webhooks) as child processes, and a
  * small router in front that sends GET and HEAD to the query process and everything else to the

@@ -1,5 +1,5 @@
 /**
- * The entity export (services/worker/src/entity-export.ts) on a real Redis and ClickHouse 18.16:
+ * The entity export (services/worker/src/entity-export.ts) on a real Redis and ClickHouse:
  * entity changes applied by the entity worker are copied from the Redis change feed into
  * otm_entities; later versions win, deletes leave tombstones, telemetry is not copied, the cursor is
  * saved only after an insert succeeded, a tenant without a cursor starts with a snapshot of every
@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger, registry, TOPICS, type EntityChangeSink, type Envelope, type EventStore, type Logger } from '@otm/core';
-import { ClickHouseEventStore, RedisEntityStore, sqlString } from '@otm/distributed';
+import { ClickHouseEventStore, RedisEntityStore } from '@otm/distributed';
 import type { KindSegment } from '@otm/model';
 import { EXPORTED_KINDS, EntityExporter, entityWorker, startEntityExport } from '@otm/worker';
 import {
@@ -93,7 +93,8 @@ describe.skipIf(!enabled)('the entity export', () => {
   const rows = (tenant: string, where = 'deleted = 0') =>
     ch.query<Row>(
       `SELECT kind, entity_id, lifecycle_rank, status, name, linked_ids, version, deleted, doc FROM ${ch.database}.otm_entities FINAL ` +
-        `WHERE tenant = ${sqlString(tenant)} AND ${where} ORDER BY kind, entity_id, lifecycle_rank`,
+        `WHERE tenant = {tenant:String} AND ${where} ORDER BY kind, entity_id, lifecycle_rank`,
+      { tenant },
     );
   /** The cursor of the last change in the tenant's feed. */
   const feedEnd = async (store: RedisEntityStore, tenant: string) => {

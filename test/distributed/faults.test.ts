@@ -10,8 +10,8 @@
  *   with every acknowledged write) and started again on the same port and data;
  * - ClickHouse frozen for 10 s (SIGSTOP/SIGCONT): the worker's inserts wait or retry, and the
  *   telemetry acknowledged meanwhile is in ClickHouse at the end;
- * - ClickHouse stopped (SIGTERM; under the workers' load 18.16 does not exit, so SIGKILL 10 s
- *   later, test/infra/README.md) and started again 15 s after on the same ports and data: PUTs go
+ * - ClickHouse stopped (SIGTERM, SIGKILL should it not exit within 10 s; test/infra/README.md)
+ *   and started again 15 s after on the same port and data: PUTs go
  *   on being acknowledged (Kafka holds them), GETs of events answer 503 meanwhile, every
  *   acknowledged event is found by GET and in its vehicle's track at the end, and the worker,
  *   ingress and query processes are the same ones before and after;

@@ -5,7 +5,8 @@
  *   Kafka:      Apache Kafka's broker at the version docker-compose.yml pins, one KRaft node
  *               (broker and controller) on Java; its jars fetched once from Maven Central into
  *               node_modules/.cache/otm-test/kafka-<version>/ (mvn, ~/.m2).
- *   ClickHouse: Debian's clickhouse-server 18.16 with a private config, data folder and ports;
+ *   ClickHouse: a current ClickHouse engine (chdb, npm) behind a thin HTTP front in a Node
+ *               process of its own (clickhouse-front.mjs) with a private data folder and port;
  *               or the server named by CLICKHOUSE_URL.
  *   Redis:      REDIS_URL; else the Redis on 127.0.0.1:6379; else a private redis-server.
  *   nginx:      Debian's nginx with a private prefix folder (conf, pid, logs, temp files) and
@@ -20,6 +21,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel as KafkaLogLevel } from 'kafkajs';
 
@@ -94,9 +96,8 @@ export interface ClickHouseService extends UrlService {
    * Stops our server (SIGCONT first, should it be paused; then SIGTERM) and keeps its data folder
    * and ports: `restart()` starts it again; new connections are refused meanwhile. Resolves once
    * the process is gone: 'exited' when it ended on SIGTERM, 'killed' when it was still there 10 s
-   * later and got SIGKILL. 18.16 closes its listening sockets at once but goes on serving the
-   * connections it has, and a client that keeps them busy (keep-alive inserts) holds its exit up
-   * for good (README, ClickHouse quirks). Throws for an external server.
+   * later and got SIGKILL (the front closes its listening socket at once and finishes the requests
+   * it has queued first). Throws for an external server.
    */
   shutdown(): Promise<'exited' | 'killed'>;
   /** Abrupt stop (SIGKILL), keeping the data folder and ports. Throws for an external server. */
@@ -119,7 +120,10 @@ const LOOPBACK = '127.0.0.1';
 
 interface Requirement {
   what: string;
+  /** Debian packages that bring it. */
   packages: string[];
+  /** How to install it when it does not come from Debian. */
+  install?: string;
   present: () => boolean;
 }
 
@@ -160,9 +164,10 @@ const REQUIREMENTS: Record<ServiceName, Requirement[]> = {
   ],
   clickhouse: [
     {
-      what: 'clickhouse-server',
-      packages: ['clickhouse-server', 'clickhouse-client'],
-      present: () => findExecutable('clickhouse-server') !== undefined,
+      what: "chdb (the tests' ClickHouse engine, a devDependency)",
+      packages: [],
+      install: 'npm ci',
+      present: chdbInstalled,
     },
   ],
   redis: [{ what: 'redis-server', packages: ['redis-server'], present: () => findExecutable('redis-server') !== undefined }],
@@ -193,7 +198,7 @@ export function missingSoftware(services: readonly ServiceName[] = ALL_SERVICES)
 export function requireServices(services: readonly ServiceName[] = ALL_SERVICES): void {
   const missing = missingSoftware(services);
   if (missing.length === 0) return;
-  const lines = missing.map((m) => `${m.what} is not installed: apt-get install -y ${m.packages.join(' ')}`);
+  const lines = missing.map((m) => `${m.what} is not installed: ${m.install ?? `apt-get install -y ${m.packages.join(' ')}`}`);
   const all = [...new Set(missing.flatMap((m) => m.packages))];
   throw new Error(
     `${lines.join('\n')}\n` +
@@ -386,10 +391,9 @@ function sweepStaleScratchDirs(): void {
 /**
  * A folder in memory (tmpfs) when the machine has one, else the temporary folder
  * (OTM_TEST_CLICKHOUSE_ON_DISK=1 forces the latter). The test ClickHouse keeps its data there:
- * 18.16 writes every insert as a part of ~70 files (two per column; a current ClickHouse writes
- * small inserts as compact parts of 3 files), and creating a file on a shared virtual disk costs
+ * every insert is a part of a few files, and creating a file on a shared virtual disk costs
  * several times what it costs on tmpfs, so an insert does too (bench/diag/clickhouse/
- * clickhouse-insert.mjs compares both; strace of the server: openat dominated, nothing is fsynced).
+ * clickhouse-insert.mjs compares both).
  * The test Kafka keeps its data there too: its KRaft metadata log is fsynced on every commit.
  */
 function memoryBase(): string {
@@ -1025,7 +1029,7 @@ function procState(pid: number | undefined): string {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ClickHouse 18.16 (Debian)
+// ClickHouse: a current engine (chdb) behind test/infra/clickhouse-front.mjs, a process of its own
 
 async function httpOk(url: string, timeoutMs: number): Promise<string | undefined> {
   try {
@@ -1037,76 +1041,57 @@ async function httpOk(url: string, timeoutMs: number): Promise<string | undefine
   }
 }
 
-function clickHouseConfig(original: string, dir: string, ports: { http: number; tcp: number; interserver: number }): string {
-  let xml = original.replace(/<!--[\s\S]*?-->/g, '');
-  const top = (tag: string, value: string) => `<yandex>\n    <${tag}>${value}</${tag}>`;
-  const setTag = (tag: string, value: string) => {
-    const re = new RegExp(`<${tag}>[^<]*</${tag}>`, 'g');
-    xml = re.test(xml) ? xml.replace(re, `<${tag}>${value}</${tag}>`) : xml.replace('<yandex>', top(tag, value));
-  };
-  // Paths: every /var/lib/clickhouse/... (path, tmp_path, user_files_path, format_schema_path)
-  // and the log files go into the scratch folder. (The distributed DDL <path> is a ZooKeeper
-  // path and stays as it is.)
-  xml = xml.split('/var/lib/clickhouse/').join(`${dir}/data/`);
-  xml = xml.split('/var/log/clickhouse-server/').join(`${dir}/log/`);
-  if (!xml.includes(`<path>${dir}/data/</path>`)) xml = xml.replace('<yandex>', top('path', `${dir}/data/`));
-  if (!xml.includes('<tmp_path>')) xml = xml.replace('<yandex>', top('tmp_path', `${dir}/data/tmp/`));
-  setTag('http_port', String(ports.http));
-  setTag('tcp_port', String(ports.tcp));
-  setTag('interserver_http_port', String(ports.interserver));
-  xml = xml.replace(/<(https_port|tcp_port_secure|mysql_port|postgresql_port|interserver_http_host|listen_host)>[^<]*<\/\1>/g, '');
-  xml = xml.replace('<yandex>', top('interserver_http_host', LOOPBACK));
-  xml = xml.replace('<yandex>', top('listen_host', LOOPBACK));
-  // The defaults (8 GB / 5 GB) are only upper bounds, but keep a test server modest.
-  setTag('uncompressed_cache_size', String(64 * 1024 * 1024));
-  setTag('mark_cache_size', String(64 * 1024 * 1024));
-  setTag('users_config', `${dir}/users.xml`);
-  return xml;
+const CLICKHOUSE_FRONT = path.join(HERE, 'clickhouse-front.mjs');
+
+/** Whether the chdb package (a devDependency: `npm ci` installs it) can be loaded from here. */
+function chdbInstalled(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('chdb');
+    return true;
+  } catch {
+    return false;
+  }
 }
 
-/** A clickhouse-server that answered /ping, or why it did not. */
+/** A front that answered /ping, or why it did not. */
 type ClickHouseLaunch = { child: ChildProcess } | { error: Error; portTaken: boolean };
 
 /**
- * Runs clickhouse-server on the configuration in `dir` (data, logs and ports as clickHouseConfig
- * wrote them) and waits up to 30 s for its /ping on `url`.
+ * Runs the front (clickhouse-front.mjs) on the data folder `dir/data` and `port`, and waits up to
+ * 60 s for its /ping on `url` (the engine loads every table of the folder before it listens).
  */
-async function launchClickHouse(server: string, dir: string, url: string): Promise<ClickHouseLaunch> {
-  const child = spawnService(server, [`--config-file=${path.join(dir, 'config.xml')}`], { cwd: dir });
+async function launchClickHouse(dir: string, port: number, url: string): Promise<ClickHouseLaunch> {
+  const child = spawnService(process.execPath, [CLICKHOUSE_FRONT, path.join(dir, 'data'), String(port)], { cwd: dir });
   recordServer(dir, child);
   const stderr = tail(child.stderr);
   const stdout = tail(child.stdout);
   let spawnError: Error | undefined;
   child.once('error', (e) => (spawnError = e));
-  const deadline = Date.now() + 30_000;
+  const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
     if (spawnError || exited(child)) break;
-    if ((await httpOk(`${url}/ping`, 1_000))?.startsWith('Ok')) {
-      // Someone else's server on a port taken meanwhile would answer too: ours must be alive.
-      await sleep(20);
-      if (!exited(child)) return { child };
-      break;
-    }
+    if (stdout().includes('listening') && (await httpOk(`${url}/ping`, 1_000))?.startsWith('Ok')) return { child };
     await sleep(50);
   }
   const died = exited(child);
-  const errLog = readTail(path.join(dir, 'log', 'clickhouse-server.err.log'));
   await killNow(child);
-  const detail = `${spawnError?.message ?? ''}\n${stderr()}\n${stdout()}\n${errLog}`.trim();
+  const detail = `${spawnError?.message ?? ''}\n${stderr()}\n${stdout()}`.trim();
   return {
     error: new Error(
       died
-        ? `clickhouse-server exited before answering /ping: ${detail}`
-        : `clickhouse-server did not answer ${url}/ping within 30 s: ${detail}`,
+        ? `the test ClickHouse (chdb front) exited before answering /ping: ${detail}`
+        : `the test ClickHouse (chdb front) did not answer ${url}/ping within 60 s: ${detail}`,
     ),
-    portTaken: /Address already in use/i.test(detail),
+    portTaken: /EADDRINUSE|address already in use/i.test(detail),
   };
 }
 
 /**
- * Starts a private clickhouse-server (Debian's 18.16) on free loopback ports with its data in a
- * temp folder, and returns its HTTP URL once /ping answers. With CLICKHOUSE_URL set, returns that
- * server instead (stop() then does nothing; shutdown(), kill() and restart() throw).
+ * Starts the tests' ClickHouse: a current ClickHouse engine (chdb) behind a thin HTTP front in a
+ * Node process of its own (test/infra/clickhouse-front.mjs; README "ClickHouse" for what it
+ * speaks and its limits), on a free loopback port with its data in a temp folder, and returns its
+ * HTTP URL once /ping answers. With CLICKHOUSE_URL set, returns that server instead (stop() then
+ * does nothing; shutdown(), kill() and restart() throw).
  */
 export async function startClickHouse(): Promise<ClickHouseService> {
   const envUrl = process.env.CLICKHOUSE_URL;
@@ -1118,20 +1103,15 @@ export async function startClickHouse(): Promise<ClickHouseService> {
     return { url, external: true, stop: async () => {}, shutdown: notOurs, kill: notOurs, restart: notOurs };
   }
   requireServices(['clickhouse']);
-  const server = findExecutable('clickhouse-server')!;
   let lastError: Error | undefined;
   for (let attempt = 0; attempt < 3; attempt++) {
     const dir = makeScratchDir('otm-clickhouse-', memoryBase());
     try {
-      const [http, tcp, interserver] = (await freePorts(3)) as [number, number, number];
+      const port = await freePort();
       fs.mkdirSync(path.join(dir, 'data'), { recursive: true });
-      fs.mkdirSync(path.join(dir, 'log'), { recursive: true });
-      const config = clickHouseConfig(fs.readFileSync('/etc/clickhouse-server/config.xml', 'utf8'), dir, { http, tcp, interserver });
-      fs.writeFileSync(path.join(dir, 'config.xml'), config);
-      fs.copyFileSync('/etc/clickhouse-server/users.xml', path.join(dir, 'users.xml'));
-      const url = `http://${LOOPBACK}:${http}`;
-      const launched = await launchClickHouse(server, dir, url);
-      if ('child' in launched) return clickHouseService(server, dir, url, launched.child);
+      const url = `http://${LOOPBACK}:${port}`;
+      const launched = await launchClickHouse(dir, port, url);
+      if ('child' in launched) return clickHouseService(dir, port, url, launched.child);
       lastError = launched.error;
       removeScratchDir(dir);
       if (!launched.portTaken) break;
@@ -1140,13 +1120,13 @@ export async function startClickHouse(): Promise<ClickHouseService> {
       throw e;
     }
   }
-  throw lastError ?? new Error('clickhouse-server did not start');
+  throw lastError ?? new Error('the test ClickHouse did not start');
 }
 
-function clickHouseService(server: string, dir: string, url: string, first: ChildProcess): ClickHouseService {
+function clickHouseService(dir: string, port: number, url: string, first: ChildProcess): ClickHouseService {
   let current = first;
   let stopped = false;
-  /** Stops the server (SIGTERM, SIGKILL after `graceMs`; or SIGKILL at once): how it ended. */
+  /** Stops the front (SIGTERM, SIGKILL after `graceMs`; or SIGKILL at once): how it ended. */
   const halt = async (graceMs: number): Promise<'exited' | 'killed'> => {
     if (exited(current)) return 'exited';
     current.kill('SIGCONT');
@@ -1180,15 +1160,15 @@ function clickHouseService(server: string, dir: string, url: string, first: Chil
     restart: async () => {
       if (stopped) throw new Error('startClickHouse: restart() after stop()');
       await halt(10_000);
-      // The same ports: a client keeps its URL. They were ours a moment ago; should another
-      // process take one meanwhile, the start fails and says so (a few tries, a second apart).
+      // The same port: a client keeps its URL. It was ours a moment ago; should another process
+      // take it meanwhile, the start fails and says so (a few tries, a second apart).
       let launched: ClickHouseLaunch | undefined;
       for (let attempt = 0; attempt < 5; attempt++) {
         if (attempt > 0) await sleep(1_000);
-        launched = await launchClickHouse(server, dir, url);
+        launched = await launchClickHouse(dir, port, url);
         if ('child' in launched || !launched.portTaken) break;
       }
-      if (launched === undefined || !('child' in launched)) throw launched?.error ?? new Error('clickhouse-server did not start again');
+      if (launched === undefined || !('child' in launched)) throw launched?.error ?? new Error('the test ClickHouse did not start again');
       current = launched.child;
     },
   };

@@ -1,6 +1,6 @@
 /**
  * What a GET of an event by id costs ClickHouse: the event store's own `get` on a fresh test
- * ClickHouse 18.16 (test/infra/services.ts) holding N location events of 64 vehicles (the bench's
+ * ClickHouse (test/infra/services.ts) holding N location events of 64 vehicles (the bench's
  * documents, written by the store in batches of 10,000), measured as the server's CPU (user and
  * system time from /proc) per GET:
  * - lone GETs, one after the other;

@@ -1,6 +1,6 @@
 /**
  * Time of one insert of 300 location rows into `otm_events` (with and without the document
- * column) and into `otm_event_ids`, on a fresh test ClickHouse 18.16 (test/infra/services.ts):
+ * column) and into `otm_event_ids`, on a fresh test ClickHouse (test/infra/services.ts):
  * why the test ClickHouse keeps its data on tmpfs. Compare:
  *
  *   node --import ./bench/lib/register-ts.mjs bench/diag/clickhouse/clickhouse-insert.mjs
@@ -30,8 +30,7 @@ try {
     lifecycle_rank: 4,
     lifecycle: 'actual',
     event_type: 'locationUpdateEvent',
-    event_time: 1772347272,
-    event_time_ms: 1772347272345,
+    event_time: '2026-03-01 06:41:12.345',
     vehicle_id: 'v',
     lat: 52.1,
     lon: 5.4,
@@ -62,7 +61,7 @@ try {
         event_id: `e-${k}-${i}`,
         lifecycle_rank: 4,
         vehicle_id: 'v',
-        event_time: 1772347272,
+        event_time: '2026-03-01 06:41:12.345',
         accepted_at: 1,
         version: 1,
         deleted: 0,

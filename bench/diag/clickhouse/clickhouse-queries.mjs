@@ -43,7 +43,7 @@ const KIND = `multiIf(
   query LIKE 'INSERT INTO otm.otm_events %', 'insert otm_events',
   query LIKE 'INSERT INTO otm.otm_event_ids %', 'insert otm_event_ids',
   query LIKE '%argMax(doc, version)%', 'GET by id (probes)',
-  query LIKE '%toUInt32(argMax(event_time, version))%', 'lookup of a batch''s ids',
+  query LIKE '%toUnixTimestamp64Milli(argMax(event_time, version))%', 'lookup of a batch''s ids',
   'other')`;
 
 const cluster = await startCluster({ env: { CLICKHOUSE_URL: `${ch.url}/?clickhouse_setting_log_queries=1` } });

@@ -1,6 +1,6 @@
 /**
  * Where the CPU goes in the bench's distributed bulk scenario: a fresh test cluster
- * (test/distributed/cluster.ts: Kafka mock, ClickHouse 18.16, Redis, `otm ingress`, `otm query`,
+ * (test/distributed/cluster.ts: Kafka mock, ClickHouse (chdb), Redis, `otm ingress`, `otm query`,
  * `otm worker`), a warm-up of 20,000 location events in bulk requests of 1,000, then timed runs of
  * 50,000 in requests of 10,000 (2 in flight), each followed by the bench's visibility probes (the
  * last event of every vehicle of every request, 32 GETs at a time, again every 20 ms until all are

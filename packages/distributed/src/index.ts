@@ -18,7 +18,7 @@ export {
 export { ClickHouseEventStore, type ClickHouseEventStoreOptions } from './clickhouse/store.js';
 export { ENTITY_COLUMNS, EVENT_COLUMNS, eventStoreDdl, type EntityRow } from './clickhouse/schema.js';
 export { entityRows, linkedEntities } from './clickhouse/entity-columns.js';
-export { eventGetSql, eventListBounds, eventListSql, eventPlacementsSql, sqlString, trackSql } from './clickhouse/sql.js';
+export { eventGetSql, eventListBounds, eventListSql, eventPlacementsSql, trackSql, type Sql } from './clickhouse/sql.js';
 export { tsvEncoder, tsvLine } from './clickhouse/tsv.js';
 export { columnsTrackFix, eventColumns, normaliseQuantity, type EventColumns, type Normalised } from './clickhouse/columns.js';
 export { RedisEntityStore, type RedisEntityStoreOptions } from './redis/store.js';

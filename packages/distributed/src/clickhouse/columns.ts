@@ -97,7 +97,8 @@ function valueUnit(v: unknown): { value: number | null; unit: string } {
 export interface EventColumns {
   lifecycle: string;
   event_type: string;
-  event_time_ms: number;
+  /** ms since the epoch (a DateTime64(3) column). */
+  event_time: number;
   vehicle_id: string;
   trip_id: string;
   sensor_id: string;
@@ -135,7 +136,7 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
   return {
     lifecycle: str(event.lifecycle),
     event_type: str(event.eventType),
-    event_time_ms: eventTimeMs(event, fallbackTimeMs),
+    event_time: eventTimeMs(event, fallbackTimeMs),
     vehicle_id: linkedKey(event, 'vehicle'),
     trip_id: linkedKey(event, 'trip'),
     sensor_id: linkedKey(event, 'sensor'),
@@ -169,5 +170,5 @@ export function eventColumns(event: Obj, fallbackTimeMs: number): EventColumns {
  */
 export function columnsTrackFix(c: EventColumns): TrackFix | undefined {
   if (c.event_type !== 'locationUpdateEvent' || c.vehicle_id === '' || c.lat === null || c.lon === null) return undefined;
-  return { vehicle: c.vehicle_id, time: c.event_time_ms, lat: c.lat, lon: c.lon, speedKmh: c.speed_kmh, heading: c.heading };
+  return { vehicle: c.vehicle_id, time: c.event_time, lat: c.lat, lon: c.lon, speedKmh: c.speed_kmh, heading: c.heading };
 }

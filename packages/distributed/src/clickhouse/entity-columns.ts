@@ -36,9 +36,6 @@ const ALL_RANKS = [0, 1, 2, 3, 4, 5] as const;
 /** The member that names a kind's sub-kind (`actionType`, `eventType`, `type`), by kind. */
 const DISCRIMINATOR = new Map(KINDS.map((k) => [k.segment, k.discriminator]));
 
-const MAX_DATETIME = 4_294_967_295;
-const toSeconds = (ms: number) => Math.min(MAX_DATETIME, Math.max(0, Math.floor(ms / 1000)));
-
 /** The entities a document names, at any depth, as parallel arrays of kinds and storage keys. */
 export function linkedEntities(kind: KindSegment, key: string, doc: Obj): { kinds: string[]; ids: string[] } {
   const kinds: string[] = [];
@@ -76,8 +73,7 @@ export function entityRows(c: EntityChange): EntityRow[] {
     tenant: c.tenant,
     kind: c.kind,
     entity_id: c.key,
-    changed_at: toSeconds(c.at),
-    changed_at_ms: Math.trunc(c.at),
+    changed_at: Math.trunc(c.at),
     version: c.version.toString(),
   };
   const empty = {

@@ -13,9 +13,9 @@
  *   merges): a StorageRefused (core/storage.ts), retryable, which marks the store's write state
  *   down (the worker's /readyz names it) until an insert succeeds; the worker retries without
  *   committing its offsets, so the lag grows and nothing acknowledged is lost.
- * ClickHouse 18.16 answers `Code: 27, e.displayText() = DB::Exception: …` (the client hands that
- * on as a plain Error); a current ClickHouse `Code: 27. DB::Exception: … (TYPE)`, which the client
- * parses into a ClickHouseError with `code`. Both are read here.
+ * ClickHouse answers `Code: 27. DB::Exception: … (TYPE)`: @clickhouse/client parses an error
+ * answer into a ClickHouseError with `code`; an exception that arrives within a streamed answer
+ * may reach the store as a plain Error with that text. Both are read here.
  */
 import { AdapterError, OtmServiceError, StorageRefused, unavailable, type RefusalCause, type WriteState } from '@otm/core';
 import { errorText } from '../error-text.js';
@@ -42,7 +42,7 @@ const MALFORMED: ReadonlySet<number> = new Set([
 export function clickhouseErrorCode(e: unknown): number | undefined {
   const code = (e as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^\d+$/.test(code)) return Number(code);
-  const m = /^Code: (\d+)[.,]/.exec(errorText(e));
+  const m = /^Code: (\d+)\./.exec(errorText(e));
   return m ? Number(m[1]) : undefined;
 }
 

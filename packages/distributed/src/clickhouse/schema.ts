@@ -29,14 +29,15 @@
  *
  * Deduplication: ReplacingMergeTree merges rows with the same sorting key in the background,
  * keeping the highest `version`; until then reads deduplicate themselves: GET uses
- * `argMax(..., version)`; analysts use `FINAL` with `WHERE deleted = 0` (both work on 18.16 and on
- * a current ClickHouse; WHERE, not PREWHERE, so it filters after the FINAL merge).
+ * `argMax(..., version)`; analysts use `FINAL` with `WHERE deleted = 0` (WHERE, not PREWHERE, so it
+ * filters after the FINAL merge).
  * `version` is the write time in microseconds, strictly increasing within a process, so a replay of
  * a batch (at-least-once delivery) writes the same rows again with higher versions: same answer.
  * Deletes write tombstones (`deleted = 1`): GET answers 404 at once.
  *
- * Types are kept to what ClickHouse 18.16 and a current ClickHouse both accept: no DateTime64
- * (DateTime('UTC') + Int64 ms), no LowCardinality, Nullable(Float64) for absent measurements.
+ * Types: event and change times are DateTime64(3, 'UTC') (milliseconds; inserted as their text,
+ * tsv.ts `dateTime64`), Nullable(Float64) for absent measurements. The store needs ClickHouse
+ * 24.8 or later (query parameters in every clause, DateTime64; docs/deployment.md).
  *
  * Durability: an INSERT is answered after the part is written to the server's filesystem (not
  * fsynced by default). Production should use ReplicatedReplacingMergeTree on a cluster (and
@@ -57,8 +58,7 @@ export function eventStoreDdl(database: string): string[] {
     lifecycle_rank UInt8,
     lifecycle String,
     event_type String,
-    event_time DateTime('UTC'),
-    event_time_ms Int64,
+    event_time DateTime64(3, 'UTC'),
     vehicle_id String,
     trip_id String,
     sensor_id String,
@@ -98,7 +98,7 @@ SETTINGS index_granularity = 1024`,
     event_id String,
     lifecycle_rank UInt8,
     vehicle_id String,
-    event_time DateTime('UTC'),
+    event_time DateTime64(3, 'UTC'),
     accepted_at Int64,
     version UInt64,
     deleted UInt8
@@ -121,8 +121,7 @@ SETTINGS index_granularity = 256`,
     actor_ids Array(String),
     linked_kinds Array(String),
     linked_ids Array(String),
-    changed_at DateTime('UTC'),
-    changed_at_ms Int64,
+    changed_at DateTime64(3, 'UTC'),
     version UInt64,
     deleted UInt8,
     doc String
@@ -138,7 +137,6 @@ export type EventRow = EventColumns & {
   tenant: string;
   event_id: string;
   lifecycle_rank: number;
-  event_time: number;
   accepted_at: number;
   version: number;
   deleted: 0 | 1;
@@ -152,6 +150,7 @@ export interface IdRow {
   event_id: string;
   lifecycle_rank: number;
   vehicle_id: string;
+  /** ms since the epoch (a DateTime64(3) column). */
   event_time: number;
   accepted_at: number;
   version: number;
@@ -173,9 +172,8 @@ export interface EntityRow {
   actor_ids: readonly string[];
   linked_kinds: readonly string[];
   linked_ids: readonly string[];
-  /** Seconds since the epoch. */
+  /** ms since the epoch (a DateTime64(3) column). */
   changed_at: number;
-  changed_at_ms: number;
   /** A UInt64 in decimal (it may not fit a JavaScript number exactly). */
   version: string;
   deleted: 0 | 1;
@@ -190,7 +188,6 @@ export const EVENT_COLUMNS = [
   'lifecycle',
   'event_type',
   'event_time',
-  'event_time_ms',
   'vehicle_id',
   'trip_id',
   'sensor_id',
@@ -247,7 +244,6 @@ export const ENTITY_COLUMNS = [
   'linked_kinds',
   'linked_ids',
   'changed_at',
-  'changed_at_ms',
   'version',
   'deleted',
   'doc',

@@ -1,14 +1,18 @@
 /**
- * The SQL the ClickHouse event store sends, and the escaping of values written into it.
- *
- * ClickHouse 18.16 (the tests' server) has no query parameters, so values are written into the
- * SQL: identifiers only if they are plain names (`sqlIdent`), numbers only if they are unsigned
- * integers (`sqlUInt`), strings always quoted and escaped (`sqlString`). A value that fails these
- * checks is a bug of the caller, not a ClickHouse failure: a non-retryable AdapterError. The SQL is
- * kept to what 18.16 and a current ClickHouse both accept (`scripts/check-current-clickhouse.mjs`
- * runs it on a current one).
+ * The SQL the ClickHouse event store sends. Values travel as query parameters (`{name:Type}` in
+ * the SQL, their values beside it: @clickhouse/client's `query_params`, the `param_*` of
+ * ClickHouse's HTTP interface), never in the SQL text; only the database name is written into it,
+ * and only if it is a plain name (`sqlIdent`). A value the builders cannot use (no ids, a negative
+ * rank) is a bug of the caller, not a ClickHouse failure: a non-retryable AdapterError.
  */
 import { AdapterError, type ListScan, type TrackScan } from '@otm/core';
+import { dateTime64 } from './time.js';
+
+/** A statement and the values of its `{name:Type}` parameters. */
+export interface Sql {
+  readonly query: string;
+  readonly params: Record<string, unknown>;
+}
 
 const IDENT = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
@@ -18,21 +22,16 @@ export function sqlIdent(name: string, what: string): string {
   return name;
 }
 
-/** A ClickHouse string literal (single quotes; backslash and quote escaped; NUL and newlines too). */
-export function sqlString(s: string): string {
-  return `'${s.replace(/\\/g, '\\\\').replace(/'/g, "\\'").replace(/\0/g, '\\0').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}'`;
-}
-
-/** A non-negative integer for SQL, or a non-retryable AdapterError. */
-export function sqlUInt(n: number): string {
+/** `n` if it is a non-negative safe integer, else a non-retryable AdapterError. */
+function unsigned(n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) throw new AdapterError('clickhouse', `not an unsigned integer: ${n}`, { retryable: false });
-  return String(n);
+  return n;
 }
 
-/** An integer for SQL (negative too), or a non-retryable AdapterError. */
-export function sqlInt(n: number): string {
+/** `n` if it is a safe integer, else a non-retryable AdapterError. */
+function integer(n: number): number {
   if (!Number.isSafeInteger(n)) throw new AdapterError('clickhouse', `not an integer: ${n}`, { retryable: false });
-  return String(n);
+  return n;
 }
 
 /**
@@ -52,40 +51,40 @@ export function sqlInt(n: number): string {
  * asked id stays for `argMax`. (ClickHouse does not move these conditions to PREWHERE itself: they
  * are on columns of the sorting key.)
  */
-export function eventGetSql(database: string, tenant: string, keys: readonly string[], lifecycleRank?: number): string {
+export function eventGetSql(database: string, tenant: string, keys: readonly string[], lifecycleRank?: number): Sql {
   sqlIdent(database, 'bad ClickHouse database name');
   if (keys.length === 0) throw new AdapterError('clickhouse', 'eventGetSql: no ids', { retryable: false });
-  const rankFilter = lifecycleRank === undefined ? '' : ` AND lifecycle_rank = ${sqlUInt(lifecycleRank)}`;
-  const ids = `tenant = ${sqlString(tenant)} AND event_id IN (${keys.map(sqlString).join(',')})${rankFilter}`;
-  return `SELECT event_id, lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted
+  const params: Record<string, unknown> = { tenant, ids: keys };
+  if (lifecycleRank !== undefined) params.rank = unsigned(lifecycleRank);
+  const ids = `tenant = {tenant:String} AND event_id IN {ids:Array(String)}${lifecycleRank === undefined ? '' : ' AND lifecycle_rank = {rank:UInt8}'}`;
+  return {
+    query: `SELECT event_id, lifecycle_rank, argMax(doc, version) AS doc, argMax(deleted, version) AS deleted
        FROM ${database}.otm_events
        PREWHERE ${ids}
        WHERE (vehicle_id, event_time, event_id) IN (
          SELECT argMax(vehicle_id, version), argMax(event_time, version), event_id
          FROM ${database}.otm_event_ids WHERE ${ids} AND kind = 'events' GROUP BY event_id, lifecycle_rank)
-       GROUP BY event_id, lifecycle_rank, vehicle_id, event_time`;
+       GROUP BY event_id, lifecycle_rank, vehicle_id, event_time`,
+    params,
+  };
 }
 
-/**
- * The SQL that finds where each of `ids` (events of `tenant`) sits in otm_events, per lifecycle.
- * The ids are given as one array literal unrolled by a subquery (`IN (SELECT arrayJoin([...]))`),
- * not as an IN list of literals: ClickHouse 18.16 parses and analyses an IN list element by
- * element, an array literal as one value (bench/diag/clickhouse/clickhouse-lookup.mjs). The
- * primary key is used either way (`use_index_for_in_with_subqueries`, on by default).
- */
-export function eventPlacementsSql(database: string, tenant: string, ids: readonly string[]): string {
+/** The SQL that finds where each of `ids` (events of `tenant`) sits in otm_events, per lifecycle. */
+export function eventPlacementsSql(database: string, tenant: string, ids: readonly string[]): Sql {
   sqlIdent(database, 'bad ClickHouse database name');
   if (ids.length === 0) throw new AdapterError('clickhouse', 'eventPlacementsSql: no ids', { retryable: false });
-  return `SELECT event_id, lifecycle_rank, argMax(vehicle_id, version) AS vehicle_id,
-                 toUInt32(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted
+  return {
+    query: `SELECT event_id, lifecycle_rank, argMax(vehicle_id, version) AS vehicle_id,
+                 toUnixTimestamp64Milli(argMax(event_time, version)) AS event_time, argMax(deleted, version) AS deleted
           FROM ${database}.otm_event_ids
-          WHERE tenant = ${sqlString(tenant)} AND kind = 'events' AND event_id IN (SELECT arrayJoin([${ids.map(sqlString).join(',')}]))
-          GROUP BY event_id, lifecycle_rank`;
+          WHERE tenant = {tenant:String} AND kind = 'events' AND event_id IN {ids:Array(String)}
+          GROUP BY event_id, lifecycle_rank`,
+    params: { tenant, ids },
+  };
 }
 
-/** Largest value of a DateTime (seconds): the window of a track is clamped to what the column holds. */
-const MAX_DATETIME = 4_294_967_295;
-const clampSeconds = (s: number) => Math.min(MAX_DATETIME, Math.max(0, s));
+/** An instant (ms) as a DateTime64(3) parameter's value, clamped to the column's range. */
+const instant = (ms: number): string => dateTime64(ms);
 
 /** A facet value kept as its SHA-256 (facets.ts `facet`): no column can be compared with it. */
 const HASHED_FACET = /^#[0-9a-f]{64}$/;
@@ -123,7 +122,7 @@ export function eventListBounds(scan: ListScan): { from?: number; to?: number } 
 
 /**
  * The SQL of a page of the list of a tenant's telemetry events (`ClickHouseEventStore.list`): each
- * event with `at` = the event time (`event_time_ms`) of the version it is listed by, and that
+ * event with `at` = the event time (`event_time`, as ms) of the version it is listed by, and that
  * version's lifecycle rank, in keyset order (at, event_id).
  *
  * The version an event is listed by is chosen as the track chooses it: the newest row (highest
@@ -143,27 +142,47 @@ export function eventListBounds(scan: ListScan): { from?: number; to?: number } 
  * page sorts the events of the rows read, from its cursor on: otm_events is sorted by vehicle and
  * time, not by time alone.
  */
-export function eventListSql(database: string, scan: ListScan): string {
+export function eventListSql(database: string, scan: ListScan): Sql {
   sqlIdent(database, 'bad ClickHouse database name');
   const { vehicle, eventType } = eventListFacet(scan.facet);
   const { from, to } = eventListBounds(scan);
-  const place = [`tenant = ${sqlString(scan.tenant)}`];
-  if (vehicle !== undefined) place.push(`vehicle_id = ${sqlString(vehicle)}`);
-  if (from !== undefined) place.push(`event_time >= toDateTime(${sqlUInt(clampSeconds(Math.floor(from / 1000)))})`);
-  if (to !== undefined) place.push(`event_time <= toDateTime(${sqlUInt(clampSeconds(Math.floor((to - 1) / 1000)))})`);
-  const where: string[] = [];
-  if (eventType !== undefined) where.push(`event_type = ${sqlString(eventType)}`);
-  if (scan.since !== undefined) where.push(`at >= ${sqlInt(Math.ceil(scan.since))}`);
-  if (scan.before !== undefined) where.push(`at < ${sqlInt(Math.ceil(scan.before))}`);
-  if (scan.after !== undefined) {
-    const a = sqlInt(scan.after.at);
-    where.push(`(at > ${a} OR (at = ${a} AND event_id > ${sqlString(scan.after.key)}))`);
+  const params: Record<string, unknown> = { tenant: scan.tenant, limit: unsigned(Math.floor(scan.limit)) };
+  const place = ['tenant = {tenant:String}'];
+  if (vehicle !== undefined) {
+    place.push('vehicle_id = {vehicle:String}');
+    params.vehicle = vehicle;
   }
-  return `SELECT event_id, at, lifecycle_rank
+  if (from !== undefined) {
+    place.push("event_time >= {fromT:DateTime64(3, 'UTC')}");
+    params.fromT = instant(from);
+  }
+  if (to !== undefined) {
+    place.push("event_time < {toT:DateTime64(3, 'UTC')}");
+    params.toT = instant(to);
+  }
+  const where: string[] = [];
+  if (eventType !== undefined) {
+    where.push('event_type = {eventType:String}');
+    params.eventType = eventType;
+  }
+  if (scan.since !== undefined) {
+    where.push('at >= {since:Int64}');
+    params.since = integer(Math.ceil(scan.since));
+  }
+  if (scan.before !== undefined) {
+    where.push('at < {before:Int64}');
+    params.before = integer(Math.ceil(scan.before));
+  }
+  if (scan.after !== undefined) {
+    where.push('(at > {afterAt:Int64} OR (at = {afterAt:Int64} AND event_id > {afterKey:String}))');
+    params.afterAt = integer(scan.after.at);
+    params.afterKey = scan.after.key;
+  }
+  const query = `SELECT event_id, at, lifecycle_rank
 FROM (
   SELECT event_id, argMax(t, (r, v)) AS at, max(r) AS lifecycle_rank${eventType === undefined ? '' : ', argMax(ty, (r, v)) AS event_type'}
   FROM (
-    SELECT event_id, lifecycle_rank AS r, max(version) AS v, argMax(event_time_ms, version) AS t, argMax(deleted, version) AS gone${
+    SELECT event_id, lifecycle_rank AS r, max(version) AS v, toUnixTimestamp64Milli(argMax(event_time, version)) AS t, argMax(deleted, version) AS gone${
       eventType === undefined ? '' : ', argMax(event_type, version) AS ty'
     }
     FROM ${database}.otm_events
@@ -174,11 +193,21 @@ FROM (
   GROUP BY event_id
 )${where.length > 0 ? `\nWHERE ${where.join(' AND ')}` : ''}
 ORDER BY at, event_id
-LIMIT ${sqlUInt(Math.floor(scan.limit))}`;
+LIMIT {limit:UInt64}`;
+  return { query, params };
 }
 
 /** The columns of a track point, in the order `trackSql` selects them. */
-export const TRACK_COLUMNS = ['event_id', 'lifecycle_rank', 'event_time_ms', 'lat', 'lon', 'speed_kmh', 'heading', 'doc'] as const;
+export const TRACK_COLUMNS = [
+  'event_id',
+  'lifecycle_rank',
+  'toUnixTimestamp64Milli(event_time)',
+  'lat',
+  'lon',
+  'speed_kmh',
+  'heading',
+  'doc',
+] as const;
 
 /**
  * The SQL of a vehicle's track (`ClickHouseEventStore.track`): its location events in the window,
@@ -194,28 +223,35 @@ export const TRACK_COLUMNS = ['event_id', 'lifecycle_rank', 'event_time_ms', 'la
  * only for the rows chosen, and sorted once. An event whose versions lie at different times or
  * vehicles is seen with the highest version this vehicle and window hold.
  */
-export function trackSql(database: string, scan: TrackScan): string {
+export function trackSql(database: string, scan: TrackScan): Sql {
   sqlIdent(database, 'bad ClickHouse database name');
-  const from = sqlInt(Math.ceil(scan.from));
-  const to = sqlInt(Math.ceil(scan.to));
-  const place = `tenant = ${sqlString(scan.tenant)} AND vehicle_id = ${sqlString(scan.vehicle)}
-    AND event_time >= toDateTime(${sqlUInt(clampSeconds(Math.floor(scan.from / 1000)))})
-    AND event_time <= toDateTime(${sqlUInt(clampSeconds(Math.ceil(scan.to / 1000)))})`;
-  const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1', `event_time_ms >= ${from}`, `event_time_ms < ${to}`];
+  const params: Record<string, unknown> = {
+    tenant: scan.tenant,
+    vehicle: scan.vehicle,
+    from: instant(Math.ceil(scan.from)),
+    to: instant(Math.ceil(scan.to)),
+  };
+  const place = `tenant = {tenant:String} AND vehicle_id = {vehicle:String}
+    AND event_time >= {from:DateTime64(3, 'UTC')} AND event_time < {to:DateTime64(3, 'UTC')}`;
+  const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1'];
   if (scan.after !== undefined) {
-    const t = sqlInt(scan.after.time);
-    conditions.push(`(event_time_ms > ${t} OR (event_time_ms = ${t} AND event_id > ${sqlString(scan.after.key)}))`);
+    conditions.push(
+      "(event_time > {afterTime:DateTime64(3, 'UTC')} OR (event_time = {afterTime:DateTime64(3, 'UTC')} AND event_id > {afterKey:String}))",
+    );
+    params.afterTime = instant(integer(scan.after.time));
+    params.afterKey = scan.after.key;
   }
-  const limit = scan.limit === undefined ? '' : `\nLIMIT ${sqlUInt(Math.floor(scan.limit))}`;
-  return `SELECT ${TRACK_COLUMNS.join(', ')}
+  if (scan.limit !== undefined) params.limit = unsigned(Math.floor(scan.limit));
+  const limit = scan.limit === undefined ? '' : '\nLIMIT {limit:UInt64}';
+  const query = `SELECT ${TRACK_COLUMNS.join(', ')}
 FROM ${database}.otm_events
 PREWHERE ${place}
 WHERE (event_id, lifecycle_rank, event_time, version) IN (
   SELECT event_id, lifecycle_rank, event_time, version
   FROM (
-    SELECT event_id, lifecycle_rank, event_time, version, event_type, event_time_ms, located
+    SELECT event_id, lifecycle_rank, event_time, version, event_type, located
     FROM (
-      SELECT event_id, lifecycle_rank, event_time, version, deleted, event_type, event_time_ms,
+      SELECT event_id, lifecycle_rank, event_time, version, deleted, event_type,
              isNotNull(lat) AND isNotNull(lon) AS located
       FROM ${database}.otm_events
       PREWHERE ${place}
@@ -227,8 +263,9 @@ WHERE (event_id, lifecycle_rank, event_time, version) IN (
     LIMIT 1 BY event_id
   )
   WHERE ${conditions.join(' AND ')}
-  ORDER BY event_time_ms, event_id${limit}
+  ORDER BY event_time, event_id${limit}
 )
-ORDER BY event_time_ms, event_id
+ORDER BY event_time, event_id
 LIMIT 1 BY event_id${limit}`;
+  return { query, params };
 }

@@ -38,13 +38,13 @@ import {
   type TrackPoint,
   type TrackScan,
 } from '@otm/core';
-import { columnsTrackFix, eventColumns, type EventColumns } from './columns.js';
-import { errorText } from '../error-text.js';
+import { columnsTrackFix } from './columns.js';
 import { clickhouseFailure } from './errors.js';
 import { entityRows } from './entity-columns.js';
-import { ENTITY_COLUMNS, EVENT_COLUMNS, ID_COLUMNS, eventStoreDdl, type EntityRow, type EventRow, type IdRow } from './schema.js';
-import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql } from './sql.js';
-import { rowFormat, tsvFields, tsvPieces, type RowFormat } from './tsv.js';
+import { ENTITY_FORMAT, EVENT_FORMAT, ID_FORMAT, idRow, liveRow, tombstoneRow, type Placement } from './rows.js';
+import { eventStoreDdl, type EventRow, type IdRow } from './schema.js';
+import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql, type Sql } from './sql.js';
+import { tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
 export interface ClickHouseEventStoreOptions {
   /** e.g. http://127.0.0.1:8123 (user and password may be in the URL). */
@@ -72,57 +72,6 @@ interface GetKey {
 }
 
 const placeKey = (tenant: string, id: string) => `${tenant}\0${id}`;
-
-/** Where a live version sits in otm_events. */
-interface Placement {
-  vehicle_id: string;
-  event_time: number;
-}
-
-const MAX_DATETIME = 4_294_967_295;
-const toSeconds = (ms: number) => Math.min(MAX_DATETIME, Math.max(0, Math.floor(ms / 1000)));
-
-const EMPTY_COLUMNS: EventColumns = {
-  lifecycle: '',
-  event_type: '',
-  event_time_ms: 0,
-  vehicle_id: '',
-  trip_id: '',
-  sensor_id: '',
-  transport_equipment_id: '',
-  lat: null,
-  lon: null,
-  speed: null,
-  speed_unit: '',
-  speed_kmh: null,
-  heading: null,
-  heading_unit: '',
-  sensor_value: null,
-  sensor_unit: '',
-  amount: null,
-  amount_unit: '',
-  amount_normalised: null,
-  amount_normalised_unit: '',
-  fuel_type: '',
-  emission_method: '',
-  weight: null,
-  weight_unit: '',
-  weight_kg: null,
-  weighing_type: '',
-};
-
-const EVENT_FORMAT = rowFormat<EventRow>(EVENT_COLUMNS);
-const ID_FORMAT = rowFormat<IdRow>(ID_COLUMNS);
-const ENTITY_FORMAT = rowFormat<EntityRow>(ENTITY_COLUMNS);
-
-/** A document's JSON text as an object; a text that is not JSON can never be stored (not retryable). */
-function parseDocument(json: string): Record<string, unknown> {
-  try {
-    return JSON.parse(json) as Record<string, unknown>;
-  } catch (e) {
-    throw new AdapterError('clickhouse', `the document is not JSON: ${errorText(e)}`, { retryable: false, cause: e });
-  }
-}
 
 export class ClickHouseEventStore implements EventStore, EntityChangeSink {
   readonly database: string;
@@ -191,9 +140,9 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     }
   }
 
-  private async select<T>(query: string): Promise<T[]> {
+  private async select<T>({ query, params }: Sql): Promise<T[]> {
     return this.run(async () => {
-      const rs = await this.client.query({ query, format: 'JSONEachRow' });
+      const rs = await this.client.query({ query, query_params: params, format: 'JSONEachRow' });
       return rs.json<T>();
     });
   }
@@ -308,7 +257,8 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
    */
   async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
     if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
-    const rs = await this.run(() => this.client.query({ query: trackSql(this.database, scan), format: 'TabSeparated' }));
+    const { query, params } = trackSql(this.database, scan);
+    const rs = await this.run(() => this.client.query({ query, query_params: params, format: 'TabSeparated' }));
     try {
       for await (const rows of rs.stream()) {
         for (const row of rows) {
@@ -346,7 +296,7 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
       const ids = [...set];
       for (let i = 0; i < ids.length; i += this.lookupChunk) {
         queries.push(
-          this.select<{ event_id: string; lifecycle_rank: number; vehicle_id: string; event_time: number; deleted: number }>(
+          this.select<{ event_id: string; lifecycle_rank: number; vehicle_id: string; event_time: string; deleted: number }>(
             eventPlacementsSql(this.database, tenant, ids.slice(i, i + this.lookupChunk)),
           ).then((rows) => {
             for (const r of rows) {
@@ -395,47 +345,6 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     return this.writeInOrder(writes);
   }
 
-  /** The otm_events row of a put, and where it sits. */
-  private liveRow(w: DocumentWrite & { op: 'put' }, now: number): EventRow {
-    const { doc, tenant } = w;
-    const acceptedAt = doc.stamp?.acceptedAt ?? now;
-    const cols = eventColumns(doc.value ?? parseDocument(doc.json), acceptedAt);
-    // Object.assign onto the fresh columns object: in V8 a spread ({ ...cols, ... }) of this many
-    // members is far slower, and it was the main cost of the worker in bulk ingest.
-    return Object.assign(cols, {
-      tenant,
-      event_id: doc.key,
-      lifecycle_rank: doc.lifecycleRank,
-      event_time: toSeconds(cols.event_time_ms),
-      accepted_at: acceptedAt,
-      version: this.nextVersion(),
-      deleted: 0 as const,
-      doc: doc.json,
-    });
-  }
-
-  /** A row that hides the version of `id` at `rank` that sits at `at` in otm_events. */
-  private tombstoneRow(tenant: string, id: string, rank: number, at: Placement, now: number): EventRow {
-    // Object.assign, not a spread followed by members (about a µs a member in V8).
-    return Object.assign({}, EMPTY_COLUMNS, {
-      tenant,
-      event_id: id,
-      lifecycle_rank: rank,
-      vehicle_id: at.vehicle_id,
-      event_time: at.event_time,
-      event_time_ms: at.event_time * 1000,
-      accepted_at: now,
-      version: this.nextVersion(),
-      deleted: 1 as const,
-      doc: '',
-    });
-  }
-
-  private idRow(r: EventRow): IdRow {
-    const { tenant, event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted } = r;
-    return { tenant, kind: 'events', event_id, lifecycle_rank, vehicle_id, event_time, accepted_at, version, deleted };
-  }
-
   /**
    * `INSERT … FORMAT TabSeparated` (tsv.ts) with the rows streamed in small pieces. Given one
    * string, the client would hold the whole insert (tens of megabytes for a large batch of events
@@ -475,21 +384,17 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
    */
   private async writeNew(writes: readonly DocumentWrite[]): Promise<EventRow[]> {
     const now = Date.now();
-    const rows = writes.map((w) => this.liveRow(w as DocumentWrite & { op: 'put' }, now));
+    const rows = writes.map((w) => liveRow(w as DocumentWrite & { op: 'put' }, now, this.nextVersion()));
     const [state] = await Promise.all([this.lookup(writes), this.insert(this.events, EVENT_FORMAT, rows)]);
     const tombstones: EventRow[] = [];
     for (const r of rows) {
       const before = state.get(placeKey(r.tenant, r.event_id))?.get(r.lifecycle_rank);
       if (before && (before.vehicle_id !== r.vehicle_id || before.event_time !== r.event_time)) {
-        tombstones.push(this.tombstoneRow(r.tenant, r.event_id, r.lifecycle_rank, before, now));
+        tombstones.push(tombstoneRow(r.tenant, r.event_id, r.lifecycle_rank, before, now, this.nextVersion()));
       }
     }
     await this.insert(this.events, EVENT_FORMAT, tombstones);
-    await this.insert(
-      this.ids,
-      ID_FORMAT,
-      rows.map((r) => this.idRow(r)),
-    );
+    await this.insert(this.ids, ID_FORMAT, rows.map(idRow));
     return rows;
   }
 
@@ -501,21 +406,21 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     const putRows: EventRow[] = [];
     const idRows: IdRow[] = [];
     const tombstone = (tenant: string, id: string, rank: number, at: Placement) => {
-      const row = this.tombstoneRow(tenant, id, rank, at, now);
+      const row = tombstoneRow(tenant, id, rank, at, now, this.nextVersion());
       eventRows.push(row);
       return row;
     };
     for (const w of writes) {
       if (w.op === 'delete') {
         const k = placeKey(w.tenant, w.key);
-        for (const [rank, at] of state.get(k) ?? []) idRows.push(this.idRow(tombstone(w.tenant, w.key, rank, at)));
+        for (const [rank, at] of state.get(k) ?? []) idRows.push(idRow(tombstone(w.tenant, w.key, rank, at)));
         state.delete(k);
         continue;
       }
       const k = placeKey(w.tenant, w.doc.key);
       const versions = state.get(k) ?? new Map<number, Placement>();
       const before = versions.get(w.doc.lifecycleRank);
-      const row = this.liveRow(w, now);
+      const row = liveRow(w, now, this.nextVersion());
       // The event moved (another vehicle or time): its old row in otm_events must go. The id
       // index needs no tombstone: the new row's entry replaces the old one.
       if (before && (before.vehicle_id !== row.vehicle_id || before.event_time !== row.event_time)) {
@@ -523,7 +428,7 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
       }
       eventRows.push(row);
       putRows.push(row);
-      idRows.push(this.idRow(row));
+      idRows.push(idRow(row));
       versions.set(w.doc.lifecycleRank, { vehicle_id: row.vehicle_id, event_time: row.event_time });
       state.set(k, versions);
     }
@@ -547,9 +452,9 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
     await this.run(() => this.client.command({ query: `DROP DATABASE IF EXISTS ${this.database}` }));
   }
 
-  /** Runs a SELECT and returns its rows (for tests and tools; the SQL is taken as written). */
-  async query<T = Record<string, unknown>>(sql: string): Promise<T[]> {
-    return this.select<T>(sql);
+  /** Runs a SELECT and returns its rows (for tests and tools): SQL as written, with the values of its `{name:Type}` parameters. */
+  async query<T = Record<string, unknown>>(query: string, params: Record<string, unknown> = {}): Promise<T[]> {
+    return this.select<T>({ query, params });
   }
 
   async ready(): Promise<boolean> {

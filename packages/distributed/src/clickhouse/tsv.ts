@@ -7,6 +7,7 @@
  * no I/O.
  */
 import { sqlIdent } from './sql.js';
+import { dateTime64 } from './time.js';
 
 /** Characters that TabSeparated escapes in a string (its field and row separators, the escape itself). */
 const TSV_SPECIAL = /[\\\t\n\r\0]/;
@@ -60,11 +61,11 @@ export function tsvLine<R>(row: R, columns: readonly (keyof R)[]): string {
  * (bench/diag/clickhouse/clickhouse-row-json.mjs measures both). The names are the store's own
  * column constants, checked to be plain identifiers.
  */
-export function tsvEncoder<R>(columns: readonly (keyof R & string)[]): (row: R) => string {
+export function tsvEncoder<R>(columns: readonly (keyof R & string)[], times: ReadonlySet<string> = new Set()): (row: R) => string {
   for (const c of columns) sqlIdent(c, 'not a column name');
-  const body = `return ${columns.map((c) => `f(r.${c})`).join(" + '\\t' + ")} + '\\n';`;
+  const body = `return ${columns.map((c) => `${times.has(c) ? 'd' : 'f'}(r.${c})`).join(" + '\\t' + ")} + '\\n';`;
   // eslint-disable-next-line @typescript-eslint/no-implied-eval -- the generated encoder is the point (see above); the names are checked identifiers
-  return new Function('f', 'r', body).bind(null, tsvField) as (row: R) => string;
+  return new Function('f', 'd', 'r', body).bind(null, tsvField, dateTime64) as (row: R) => string;
 }
 
 /** Rows per piece of a streamed insert: small enough to stay in V8's young generation. */
@@ -86,8 +87,11 @@ export interface RowFormat<R> {
   readonly line: (row: R) => string;
 }
 
-/** The RowFormat of `columns`. */
-export const rowFormat = <R>(columns: readonly (keyof R & string)[]): RowFormat<R> => ({ columns, line: tsvEncoder<R>(columns) });
+/** The RowFormat of `columns`; those in `times` hold ms since the epoch, sent as DateTime64(3) (`dateTime64`). */
+export const rowFormat = <R>(columns: readonly (keyof R & string)[], times: readonly (keyof R & string)[] = []): RowFormat<R> => ({
+  columns,
+  line: tsvEncoder<R>(columns, new Set(times)),
+});
 
 /** What a backslash escape of ClickHouse's TabSeparated output stands for. */
 const TSV_UNESCAPE: Record<string, string> = {

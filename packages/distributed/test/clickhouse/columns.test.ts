@@ -56,7 +56,7 @@ describe('eventColumns', () => {
     expect(c).toMatchObject({
       event_type: 'locationUpdateEvent',
       lifecycle: 'actual',
-      event_time_ms: Date.parse('2024-03-01T10:00:00.250Z'),
+      event_time: Date.parse('2024-03-01T10:00:00.250Z'),
       vehicle_id: 'aaaaaaaa-0000-4000-8000-000000000001',
       trip_id: 'aaaaaaaa-0000-4000-8000-000000000002',
       sensor_id: 'aaaaaaaa-0000-4000-8000-000000000003',
@@ -91,7 +91,7 @@ describe('eventColumns', () => {
   });
   it('falls back to the acceptance time and leaves absent measurements null', () => {
     const c = eventColumns({ eventType: 'startEngineEvent', geoReference: { type: 'addressGeoReference' } }, 1234);
-    expect(c).toMatchObject({ event_time_ms: 1234, lat: null, lon: null, vehicle_id: '', amount: null, sensor_value: null });
+    expect(c).toMatchObject({ event_time: 1234, lat: null, lon: null, vehicle_id: '', amount: null, sensor_value: null });
   });
   it('reads weigh results and GeoJSON points', () => {
     const c = eventColumns(

@@ -45,8 +45,7 @@ describe('entityRows', () => {
       external_ids: ['TRIP-1'],
       vehicle_ids: [ids.vehicle],
       actor_ids: [ids.driver],
-      changed_at: 1_700_000_000,
-      changed_at_ms: 1_700_000_000_123,
+      changed_at: 1_700_000_000_123,
       version: '17',
       deleted: 0,
       doc: JSON.stringify(doc),
@@ -98,7 +97,14 @@ describe('entityRows', () => {
     });
     expect(rows.map((r) => r.lifecycle_rank)).toEqual([0, 1, 2, 3, 4, 5]);
     for (const r of rows) {
-      expect(r).toMatchObject({ entity_id: ids.trip, deleted: 1, doc: '', version: '9223372036854775808', changed_at: 5, linked_ids: [] });
+      expect(r).toMatchObject({
+        entity_id: ids.trip,
+        deleted: 1,
+        doc: '',
+        version: '9223372036854775808',
+        changed_at: 5_000,
+        linked_ids: [],
+      });
     }
   });
 

@@ -1,57 +1,22 @@
 /**
  * ClickHouseEventStore beyond the EventStore contract: the analyst columns as stored (SELECT on
- * the table), moves and deletes seen through FINAL, lists of events and vehicles' tracks, the rows
- * of otm_entities, and every SQL block of docs/analytics.md run as written against ClickHouse 18.16.
+ * the table), moves and deletes seen through FINAL, GETs gathered into one query, refusals, on the
+ * tests' ClickHouse (a current engine: test/infra/README.md). Lists and tracks: tracks.test.ts;
+ * the SQL of docs/analytics.md: analytics.test.ts.
  */
-import fs from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  AdapterError,
-  storageKey,
-  type DocumentWrite,
-  type EntityChange,
-  type ListPosition,
-  type ListScan,
-  type TrackPoint,
-  type TrackScan,
-} from '@otm/core';
-import type { KindSegment } from '@otm/model';
-import { integrationEnabled, requireServices, startClickHouse, type UrlService } from '../../../../test/infra/services.js';
-import { ClickHouseEventStore, eventListSql, eventStoreDdl } from '../../src/index.js';
+import { describe, expect, it } from 'vitest';
+import { AdapterError, storageKey, type DocumentWrite } from '@otm/core';
+import { integrationEnabled } from '../../../../test/infra/services.js';
+import { ClickHouseEventStore } from '../../src/index.js';
+import { T1, V1, V2, put, ref, suiteClickHouse } from './fixtures.js';
 
-const put = (tenant: string, doc: Record<string, unknown>, rank = 0): DocumentWrite => ({
-  op: 'put',
-  tenant,
-  doc: { kind: 'events', key: doc.id as string, lifecycleRank: rank, json: JSON.stringify(doc), value: doc },
-});
-const ref = (entityType: string, uuid: string) => ({ associationType: 'reference', entityType, uuid });
-const V1 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a01';
-const V2 = 'b9b7e0f2-8a4c-4a6e-9d35-1f4b1e0c0a02';
-const T1 = 'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a01';
-const [T2, T3, T4] = [
-  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a02',
-  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a03',
-  'c0c0c0c0-8a4c-4a6e-9d35-1f4b1e0c0a04',
-];
-/** The consignment docs/analytics.md names; the actions that name it. */
-const C1 = '5e1f0c2a-7d3b-4c8e-9f10-2a3b4c5d6e01';
-const [A1, A3] = ['a0a0a0a0-8a4c-4a6e-9d35-1f4b1e0c0a01', 'a0a0a0a0-8a4c-4a6e-9d35-1f4b1e0c0a03'];
-
-const enabled = integrationEnabled('ClickHouseEventStore (ClickHouse 18.16)');
+const enabled = integrationEnabled('ClickHouseEventStore');
 describe.skipIf(!enabled)('ClickHouseEventStore', () => {
-  let ch: UrlService;
-  beforeAll(async () => {
-    requireServices(['clickhouse']);
-    ch = await startClickHouse();
-  });
-  afterAll(async () => {
-    await ch?.stop();
-  });
+  const ch = suiteClickHouse();
 
   it('stores typed analyst columns: ids from inline and referenced entities, position, units normalised', async () => {
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_cols_${randomUUID().slice(0, 8)}` });
+    const store = new ClickHouseEventStore({ url: ch.url(), database: `otm_cols_${randomUUID().slice(0, 8)}` });
     await store.migrate();
     await store.migrate(); // idempotent
     try {
@@ -104,15 +69,14 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
         }),
       ]);
       const rows = await store.query<Record<string, unknown>>(
-        `SELECT * FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 ORDER BY event_time_ms`,
+        `SELECT * FROM ${store.database}.otm_events FINAL WHERE tenant = 'acme' AND deleted = 0 ORDER BY event_time`,
       );
       expect(rows).toHaveLength(4);
       const [l, s, f, w] = rows as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
       expect(l).toMatchObject({
         event_id: loc,
         event_type: 'locationUpdateEvent',
-        event_time: '2024-03-01 10:00:00',
-        event_time_ms: String(Date.parse('2024-03-01T10:00:00.250Z')),
+        event_time: '2024-03-01 10:00:00.250',
         vehicle_id: V1,
         trip_id: T1,
         sensor_id: '',
@@ -176,7 +140,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
   it('finds every stored event of a batch that spans several lookups: moved ones leave one live row each', async () => {
     // 2,500 ids, looked up 1,000 at a time (lookupChunk): stored ones moved to another vehicle and
     // day, new ones among them. A stored id the lookup missed would keep its old row live.
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_test_${randomUUID().replace(/-/g, '')}` });
+    const store = new ClickHouseEventStore({ url: ch.url(), database: `otm_test_${randomUUID().replace(/-/g, '')}` });
     await store.migrate();
     try {
       const loc = (id: string, vehicle: string, at: string) => ({
@@ -203,7 +167,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
   });
 
   it('keeps any characters and numbers as sent: separators, backslashes, NUL, tiny and huge values', async () => {
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_chars_${randomUUID().slice(0, 8)}` });
+    const store = new ClickHouseEventStore({ url: ch.url(), database: `otm_chars_${randomUUID().slice(0, 8)}` });
     await store.migrate();
     try {
       const id = randomUUID();
@@ -247,7 +211,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
   });
 
   it('answers GETs that arrive together with one query per tenant and lifecycle asked for, each as a lone GET would', async () => {
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_gets_${randomUUID().slice(0, 8)}` });
+    const store = new ClickHouseEventStore({ url: ch.url(), database: `otm_gets_${randomUUID().slice(0, 8)}` });
     await store.migrate();
     try {
       const loc = (id: string, vehicle: string, at: string) => ({
@@ -319,11 +283,11 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
   });
 
   it('a request ClickHouse refuses as malformed is a non-retryable AdapterError, and stores nothing', async () => {
-    const store = new ClickHouseEventStore({ url: ch.url, database: `otm_bad_${randomUUID().slice(0, 8)}` });
+    const store = new ClickHouseEventStore({ url: ch.url(), database: `otm_bad_${randomUUID().slice(0, 8)}` });
     await store.migrate();
     try {
       await expect(store.query('SELEC 1')).rejects.toMatchObject({ name: 'AdapterError', adapter: 'clickhouse', retryable: false });
-      // An acceptedAt that is not a number: ClickHouse cannot parse the Int64 column.
+      // An acceptedAt that is not a number (the event's time is its own): ClickHouse cannot parse the Int64 column.
       const id = randomUUID();
       const bad: DocumentWrite = {
         op: 'put',
@@ -332,7 +296,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
           kind: 'events',
           key: id,
           lifecycleRank: 0,
-          json: JSON.stringify({ id, eventType: 'locationUpdateEvent' }),
+          json: JSON.stringify({ id, eventType: 'locationUpdateEvent', creationDate: '2024-03-01T10:00:00Z' }),
           stamp: { modified: 0, acceptedAt: Number.NaN },
         },
       };
@@ -342,7 +306,7 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
       );
       expect(err).toBeInstanceOf(AdapterError);
       expect(err).toMatchObject({ adapter: 'clickhouse', retryable: false });
-      expect((err as Error).message).toMatch(/^refused as malformed: Code: 27/);
+      expect((err as Error).message).toMatch(/^refused as malformed: /);
       expect(await store.get('acme', 'events', id)).toBeUndefined();
     } finally {
       await store.dropDatabase();
@@ -355,436 +319,5 @@ describe.skipIf(!enabled)('ClickHouseEventStore', () => {
     expect(await store.ready()).toBe(false);
     await expect(store.get('t', 'events', randomUUID())).rejects.toMatchObject({ status: 503, retryable: true });
     await store.close();
-  });
-
-  describe('lists of events and tracks of vehicles', () => {
-    let store: ClickHouseEventStore;
-    const T0 = Date.parse('2024-03-01T00:00:00Z');
-    const iso = (ms: number) => new Date(ms).toISOString();
-    const loc = (id: string, ms: number, vehicle = V1, over: Record<string, unknown> = {}) => ({
-      id,
-      eventType: 'locationUpdateEvent',
-      creationDate: iso(ms),
-      vehicle: ref('vehicle', vehicle),
-      geoReference: {
-        type: 'latLonPointGeoReference',
-        lat: 52,
-        lon: 4,
-        speed: { value: 10, unit: 'm/s' },
-        heading: { value: 90, unit: 'deg' },
-      },
-      ...over,
-    });
-    const drain = async <T>(it: AsyncIterable<T>): Promise<T[]> => {
-      const out: T[] = [];
-      for await (const x of it) out.push(x);
-      return out;
-    };
-
-    beforeAll(async () => {
-      store = new ClickHouseEventStore({ url: ch.url, database: `otm_lt_${randomUUID().slice(0, 8)}` });
-      await store.migrate();
-    });
-    afterAll(async () => {
-      await store?.dropDatabase();
-      await store?.close();
-    });
-
-    it('lists events at the event time of their highest live lifecycle, in keyset order, by facet, after a cursor, within since and before', async () => {
-      const tenant = 'list';
-      const [located, sensed, ranked, split, deleted, moved, tieA, tieB, other] = ['l1', 's1', 'r1', 'x1', 'd1', 'm1', 'ta', 'tb', 'o1'];
-      const t = (s: number) => T0 + s * 1000;
-      await store.write([
-        put(tenant, loc(located, t(1))),
-        put(tenant, { id: sensed, eventType: 'sensorUpdateEvent', creationDate: iso(t(2)), value: { value: 1, unit: 'Cel' } }),
-        // A lower lifecycle later than the highest, and of another type: neither counts.
-        put(tenant, loc(ranked, t(5), V2, { lifecycle: 'planned', eventType: 'sensorUpdateEvent' }), 2),
-        // A lower lifecycle on another vehicle, later than the highest.
-        put(tenant, loc(split, t(7), V1, { lifecycle: 'planned' }), 2),
-        put(tenant, loc(deleted, t(2.5))),
-        put(tenant, loc(moved, t(0.5))),
-        put(tenant, loc(tieB, t(6))),
-        put(tenant, loc(tieA, t(6))),
-        put('another', loc(other, t(1))),
-      ]);
-      // The highest lifecycles, a deletion, and a move to another time (its old place gets a
-      // tombstone with a higher version than the moved row: the move is alone in its write).
-      await store.write([
-        put(tenant, loc(ranked, t(3), V2, { lifecycle: 'actual' }), 4),
-        put(tenant, loc(split, t(3.5), V2, { lifecycle: 'actual' }), 4),
-      ]);
-      await store.write([{ op: 'delete', tenant, kind: 'events', key: deleted }]);
-      await store.write([put(tenant, loc(moved, t(4)))]);
-      const list = (over: Partial<ListScan> = {}) => store.list({ tenant, kind: 'events', facet: '', limit: 100, ...over });
-      const all = [
-        { at: t(1), key: located },
-        { at: t(2), key: sensed },
-        { at: t(3), key: ranked },
-        { at: t(3.5), key: split },
-        { at: t(4), key: moved },
-        { at: t(6), key: tieA },
-        { at: t(6), key: tieB },
-      ];
-      const without = (...keys: string[]) => all.filter((e) => !keys.includes(e.key));
-      expect(await list()).toEqual(all);
-      // No column: every event is a candidate (the query checks the document).
-      expect(await list({ facet: 'externalId=X-1' })).toEqual(all);
-      expect(await list({ facet: 'lifecycle=planned' })).toEqual(all);
-      // The type of the version listed, not of any version.
-      expect(await list({ facet: 'eventType=locationUpdateEvent' })).toEqual(without(sensed));
-      expect(await list({ facet: 'eventType=sensorUpdateEvent' })).toEqual([{ at: t(2), key: sensed }]);
-      // Under a vehicle: the highest lifecycle on that vehicle.
-      expect(await list({ facet: `vehicle=${V2}` })).toEqual([
-        { at: t(3), key: ranked },
-        { at: t(3.5), key: split },
-      ]);
-      expect(await list({ facet: `vehicle=${V1}` })).toEqual([...without(sensed, ranked, split), { at: t(7), key: split }]);
-      // Bounds: a lower lifecycle within them does not list an event whose highest lies outside.
-      expect(await list({ since: t(2), before: t(5) })).toEqual(all.slice(1, 5));
-      expect(await list({ since: t(4) })).toEqual(all.slice(4));
-      expect(await list({ since: t(4) + 1 })).toEqual(all.slice(5));
-      expect(await list({ before: t(3) })).toEqual(all.slice(0, 2));
-      expect(await list({ before: t(3) + 1 })).toEqual(all.slice(0, 3));
-      expect(await list({ since: t(6.5) })).toEqual([]);
-      expect(await list({ facet: `vehicle=${V1}`, since: t(6.5) })).toEqual([{ at: t(7), key: split }]);
-      expect(await list({ facet: `vehicle=${V2}`, since: t(3.2), before: t(10) })).toEqual([{ at: t(3.5), key: split }]);
-      expect(await list({ after: { at: t(6), key: tieA } })).toEqual([{ at: t(6), key: tieB }]);
-      expect(await list({ after: { at: t(2), key: sensed }, since: t(1), limit: 2 })).toEqual(all.slice(2, 4));
-      expect(await list({ after: { at: t(1), key: located }, since: t(4) })).toEqual(all.slice(4));
-      // A page whose candidates were dropped is filled up from after them.
-      expect(await list({ since: t(4), limit: 2 })).toEqual(all.slice(4, 6));
-      expect(await list({ since: t(4), limit: 2, after: all[5]! })).toEqual(all.slice(6));
-      for (const over of [{}, { since: t(2) }, { before: t(6) }, { facet: `vehicle=${V1}` }]) {
-        const pages: ListPosition[] = [];
-        for (let after: ListPosition | undefined; ;) {
-          const page = await list({ ...over, limit: 2, ...(after ? { after } : {}) });
-          pages.push(...page);
-          if (page.length < 2) break;
-          after = page[page.length - 1];
-        }
-        expect(pages, JSON.stringify(over)).toEqual(await list(over));
-      }
-      expect(await list({ limit: 0 })).toEqual([]);
-      expect(await store.list({ tenant, kind: 'trips', facet: '', limit: 10 })).toEqual([]);
-      expect(await list({ tenant: 'another' })).toEqual([{ at: t(1), key: other }]);
-    });
-
-    it("streams a vehicle's location events in [from, to), each once in its highest live lifecycle, after a cursor, up to a limit", async () => {
-      const tenant = 'track';
-      const at = (s: number) => T0 + s * 1000;
-      const odd = 'tab\there, newline\nthere, backslash \\ and "quotes"';
-      await store.write([
-        put(tenant, loc('p-from', at(0))), // exactly at `from`: in
-        put(tenant, loc('p-before', at(0) - 1)), // 1 ms before `from`, in the same second: out
-        put(tenant, loc('p-b', at(10))),
-        put(tenant, loc('p-a', at(10))), // the same time as p-b: ordered by key
-        put(
-          tenant,
-          loc('p-ranked', at(20), V1, { lifecycle: 'planned', geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 1 } }),
-          2,
-        ),
-        put(tenant, loc('p-gone', at(30))),
-        put(tenant, loc('p-moved', at(40))),
-        put(tenant, loc('p-away', at(50))),
-        put(tenant, loc('p-other', at(55))),
-        put(tenant, loc('p-odd', at(60), V1, { name: odd })),
-        put(tenant, loc('p-noposition', at(65), V1, { geoReference: undefined })),
-        put(tenant, { id: 'p-sensor', eventType: 'sensorUpdateEvent', creationDate: iso(at(70)), vehicle: ref('vehicle', V1) }),
-        put(tenant, loc('p-to', at(100))), // exactly at `to`: out
-        put('another', loc('p-tenant', at(10))),
-      ]);
-      await store.write([
-        put(
-          tenant,
-          loc('p-ranked', at(20), V1, { lifecycle: 'actual', geoReference: { type: 'latLonPointGeoReference', lat: 2, lon: 2 } }),
-          4,
-        ),
-      ]);
-      await store.write([{ op: 'delete', tenant, kind: 'events', key: 'p-gone' }]);
-      await store.write([put(tenant, loc('p-moved', at(80)))]); // moved within the window (tombstone above the moved row)
-      await store.write([put(tenant, loc('p-away', at(500)))]); // moved out of the window
-      await store.write([put(tenant, loc('p-other', at(55), V2))]); // moved to another vehicle
-      await store.write([put(tenant, loc('p-to', at(100)))]); // replayed: still once (and still out)
-      const scan: TrackScan = { tenant, vehicle: V1, from: at(0), to: at(100) };
-      const points = await drain(store.track(scan));
-      expect(points.map((p) => `${(p.time - T0) / 1000} ${p.key} ${p.lifecycleRank}`)).toEqual([
-        '0 p-from 0',
-        '10 p-a 0',
-        '10 p-b 0',
-        '20 p-ranked 4',
-        '60 p-odd 0',
-        '80 p-moved 0',
-      ]);
-      expect(points[0]).toEqual({
-        time: at(0),
-        key: 'p-from',
-        lifecycleRank: 0,
-        lat: 52,
-        lon: 4,
-        speedKmh: 36,
-        heading: 90,
-        doc: JSON.stringify(loc('p-from', at(0))),
-      });
-      expect(points[3]).toMatchObject({ lat: 2, lon: 2, speedKmh: null, heading: null });
-      expect(points[4]!.doc).toBe(JSON.stringify(loc('p-odd', at(60), V1, { name: odd })));
-      // Pages of two, each after the last point of the one before.
-      const pages: TrackPoint[] = [];
-      for (let after: { time: number; key: string } | undefined; ;) {
-        const page = await drain(store.track({ ...scan, limit: 2, ...(after ? { after } : {}) }));
-        pages.push(...page);
-        if (page.length < 2) break;
-        after = { time: page[1]!.time, key: page[1]!.key };
-      }
-      expect(pages).toEqual(points);
-      expect(await drain(store.track({ ...scan, after: { time: at(10), key: 'p-a' } }))).toEqual(points.slice(2));
-      expect((await drain(store.track({ ...scan, to: at(100) + 1 }))).map((p) => p.key)).toContain('p-to');
-      expect((await drain(store.track({ ...scan, from: at(0) - 1 }))).map((p) => p.key)).toContain('p-before');
-      expect(await drain(store.track({ ...scan, vehicle: V2 }))).toMatchObject([{ key: 'p-other' }]);
-      expect(await drain(store.track({ ...scan, limit: 0 }))).toEqual([]);
-      expect(await drain(store.track({ ...scan, to: scan.from }))).toEqual([]);
-    });
-
-    it('streams a day of fixes at one a second (86,400 points) without gathering them, and stops reading when the consumer stops', async () => {
-      const tenant = 'day';
-      const vehicle = randomUUID();
-      const started = Date.now();
-      for (let s = 0; s < 86_400; s += 14_400) {
-        await store.write(
-          Array.from({ length: 14_400 }, (_, i) => put(tenant, loc(`d-${String(s + i).padStart(5, '0')}`, T0 + (s + i) * 1000, vehicle))),
-        );
-      }
-      const wrote = Date.now() - started;
-      const scan: TrackScan = { tenant, vehicle, from: T0, to: T0 + 86_400_000 };
-      /** A consumer that keeps nothing but a count, the last point's place and the heap's peak. */
-      const count = async (it: AsyncIterable<TrackPoint>, stopAt = Infinity) => {
-        let n = 0;
-        let last = -1;
-        let inOrder = true;
-        const heap0 = process.memoryUsage().heapUsed;
-        let peak = 0;
-        for await (const p of it) {
-          if (p.time <= last) inOrder = false;
-          last = p.time;
-          if (++n % 5_000 === 0) peak = Math.max(peak, process.memoryUsage().heapUsed - heap0);
-          if (n >= stopAt) break;
-        }
-        return { n, inOrder, peakMiB: peak / 2 ** 20 };
-      };
-      const t = Date.now();
-      const whole = await count(store.track(scan));
-      console.log(
-        `track: 86,400 points written in ${wrote} ms, streamed in ${Date.now() - t} ms, heap grew at most ${whole.peakMiB.toFixed(1)} MiB`,
-      );
-      expect(whole).toMatchObject({ n: 86_400, inOrder: true });
-      // The store yields as it reads: a consumer that stops after ten points ends the response, and
-      // the store answers the next request.
-      const t1 = Date.now();
-      expect(await count(store.track(scan), 10)).toMatchObject({ n: 10, inOrder: true });
-      const stopped = Date.now() - t1;
-      expect((await count(store.track({ ...scan, from: T0 + 3_600_000, limit: 3_600 }))).n).toBe(3_600);
-      console.log(`track: the first 10 points of 86,400 in ${stopped} ms`);
-      // The vehicle's list within bounds is a range read of the primary index: an hour of its
-      // 86,400 rows (and the granules at the edges), not all of them.
-      const hour: ListScan = {
-        tenant,
-        kind: 'events',
-        facet: `vehicle=${vehicle}`,
-        since: T0 + 3_600_000,
-        before: T0 + 7_200_000,
-        limit: 5,
-      };
-      const ranged = await store.query<{ event_id: string; at: string }>(
-        `${eventListSql(store.database, hour)}\nSETTINGS max_rows_to_read = 10000`,
-      );
-      expect(ranged.map((r) => Number(r.at))).toEqual([0, 1, 2, 3, 4].map((i) => T0 + 3_600_000 + i * 1000));
-      const t2 = Date.now();
-      const page = await store.list({ ...hour, after: { at: T0 + 3_600_000 + 1_000 * 1_000, key: 'd-04600' }, limit: 100 });
-      expect(page.map((p) => p.key)).toEqual(Array.from({ length: 100 }, (_, i) => `d-${String(4_601 + i).padStart(5, '0')}`));
-      console.log(`list: a page of 100 of a vehicle's hour of 3,600 events in ${Date.now() - t2} ms`);
-    });
-  });
-
-  describe('docs/analytics.md', () => {
-    const md = fs.readFileSync(fileURLToPath(new URL('../../../../docs/analytics.md', import.meta.url)), 'utf8');
-    const blocks = [...md.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1]!.trim());
-    const named = new Map(blocks.filter((b) => b.startsWith('-- name: ')).map((b) => [/^-- name: (\S+)/.exec(b)![1]!, b]));
-    let store: ClickHouseEventStore;
-
-    beforeAll(async () => {
-      // the doc's queries name database `otm`: a fresh server is ours alone
-      store = new ClickHouseEventStore({ url: ch.url, database: 'otm' });
-      await store.migrate();
-      const ev = (id: string, over: Record<string, unknown>) => ({ id, creationDate: '2024-03-01T08:00:00Z', ...over });
-      const fuel = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>
-        ev(id, { eventType: 'fuelConsumedEvent', creationDate: `${day}T09:00:00Z`, vehicle, amount: { value: amount, unit }, ...over });
-      const co2 = (id: string, day: string, vehicle: unknown, amount: number, unit: string, over: Record<string, unknown> = {}) =>
-        ev(id, { eventType: 'emissionEvent', creationDate: `${day}T10:00:00Z`, vehicle, amount: { value: amount, unit }, ...over });
-      const loc = (id: string, ms: number, lat: number, lon: number) =>
-        ev(id, {
-          eventType: 'locationUpdateEvent',
-          creationDate: new Date(ms).toISOString(),
-          vehicle: ref('vehicle', V1),
-          geoReference: { type: 'latLonPointGeoReference', lat, lon },
-        });
-      const u = () => randomUUID();
-      const f3 = u();
-      const e3 = u();
-      const farAway = u();
-      const t0 = Date.parse('2024-03-01T06:00:00Z');
-      const replayed = [put('acme', co2(u(), '2024-03-01', ref('vehicle', V1), 0.002, 't'))];
-      await store.write([
-        put(
-          'acme',
-          fuel(u(), '2024-03-01', ref('vehicle', V1), 10, 'l', {
-            lifecycle: 'actual',
-            trip: { associationType: 'inline', entity: { id: T1 } },
-          }),
-          4,
-        ),
-        put('acme', fuel(u(), '2024-03-01', ref('vehicle', V1), 500, 'ml', { references: [ref('trip', T1)] })),
-        put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 2, 'gal', { lifecycle: 'projected' }), 3),
-        put('acme', fuel(f3, '2024-03-01', ref('vehicle', V1), 3, 'l', { lifecycle: 'actual' }), 4),
-        put('acme', co2(u(), '2024-03-01', ref('vehicle', V1), 1500, 'g', { trip: ref('trip', T1) })),
-        ...replayed,
-        put('acme', co2(e3, '2024-03-01', ref('vehicle', V1), 100, 'kg')),
-        put('acme', fuel(u(), '2024-03-02', { associationType: 'inline', entity: { id: V1, entityType: 'vehicle' } }, 20, 'litre')),
-        put('acme', fuel(u(), '2024-03-02', ref('vehicle', V2), 5000, 'Wh', { fuel: 'electricity' })),
-        put('acme', co2(u(), '2024-03-02', ref('vehicle', V2), 3, 'kg')),
-        put('other', fuel(u(), '2024-03-01', ref('vehicle', V1), 999, 'l')),
-        // locations of V1 on March 1st, out of order, one replayed, one deleted
-        put('acme', loc(u(), t0 + 120_000, 52.1, 4.1)),
-        put('acme', loc(u(), t0, 52.0, 4.0)),
-        put('acme', loc(u(), t0 + 60_000, 52.0, 4.1)),
-        put('acme', loc(farAway, t0 + 90_000, 10, 10)),
-      ]);
-      await store.write(replayed);
-      await store.write([
-        { op: 'delete', tenant: 'acme', kind: 'events', key: e3 },
-        { op: 'delete', tenant: 'acme', kind: 'events', key: farAway },
-      ]);
-      // The second trip's start (no fuel, no position: the queries above stay as they are).
-      await store.write([
-        put('acme', ev(u(), { eventType: 'startEngineEvent', vehicle: ref('vehicle', V2), references: [ref('trip', T3)] })),
-      ]);
-
-      // Entities, as the entity export copies them (otm_entities).
-      const change = (
-        version: bigint,
-        kind: KindSegment,
-        key: string,
-        doc?: Record<string, unknown>,
-        rank = 0,
-        tenant = 'acme',
-      ): EntityChange => {
-        const head = { tenant, kind, key, at: Date.parse('2024-03-01T05:00:00Z') + Number(version), version };
-        return doc === undefined
-          ? { ...head, op: 'delete', lifecycleRank: 0 }
-          : { ...head, op: 'put', lifecycleRank: rank, json: JSON.stringify(doc) };
-      };
-      const trip1 = (status: string) => ({
-        entityType: 'trip',
-        id: T1,
-        name: 'Daily supply',
-        status,
-        vehicle: ref('vehicle', V1),
-        actions: [
-          { associationType: 'inline', entity: { actionType: 'load', id: A1, lifecycle: 'planned', consignment: ref('consignment', C1) } },
-        ],
-      });
-      const unload = (lifecycle: string) => ({ actionType: 'unload', id: A3, lifecycle, consignment: ref('consignment', C1) });
-      const first = change(1n, 'trips', T1, trip1('planned'));
-      await store.writeEntityChanges([
-        first,
-        change(2n, 'trips', T2, { entityType: 'trip', id: T2, name: 'Cancelled', status: 'cancelled' }),
-        change(3n, 'trips', T1, trip1('completed')),
-        change(4n, 'trips', T3, { entityType: 'trip', id: T3, name: 'Second leg', status: 'inTransit', actions: [ref('action', A3)] }),
-        change(5n, 'actions', A3, unload('planned'), 2),
-        change(6n, 'actions', A3, unload('actual'), 4),
-        change(7n, 'trips', T2),
-        change(8n, 'trips', T4, { entityType: 'trip', id: T4, name: 'Empty run', status: 'planned', vehicle: ref('vehicle', V2) }),
-        change(9n, 'trips', T1, trip1('other tenant'), 0, 'other'),
-      ]);
-      await store.writeEntityChanges([first]); // copied again: the later change still wins
-    });
-    afterAll(async () => {
-      await store?.dropDatabase();
-      await store?.close();
-    });
-
-    it('shows the DDL the store runs, verbatim', () => {
-      const ddl = blocks.filter((b) => b.startsWith('CREATE'));
-      expect(ddl).toEqual(eventStoreDdl('otm'));
-    });
-
-    it('runs every SQL block as written', async () => {
-      expect(blocks.length).toBeGreaterThanOrEqual(11);
-      for (const sql of blocks)
-        await store.query(sql).catch((e: unknown) => {
-          throw new Error(`docs/analytics.md query failed: ${String(e)}\n${sql}`);
-        });
-    });
-
-    it('fuel and CO2 per vehicle per day', async () => {
-      const rows = await store.query(named.get('fuel_co2_per_vehicle_day')!);
-      expect(rows).toEqual([
-        { vehicle_id: V1, day: '2024-03-01', fuel_l: 13.5, fuel_kg: 0, energy_kwh: 0, co2_kg: 3.5 },
-        { vehicle_id: V1, day: '2024-03-02', fuel_l: 20, fuel_kg: 0, energy_kwh: 0, co2_kg: 0 },
-        { vehicle_id: V2, day: '2024-03-02', fuel_l: 0, fuel_kg: 0, energy_kwh: 5, co2_kg: 3 },
-      ]);
-    });
-
-    it('fuel and CO2 per trip', async () => {
-      const rows = await store.query<Record<string, unknown>>(named.get('fuel_co2_per_trip')!);
-      expect(rows).toHaveLength(1);
-      expect(rows[0]).toMatchObject({ trip_id: T1, vehicles: [V1], fuel_l: 10.5, energy_kwh: 0, co2_kg: 1.5 });
-    });
-
-    it('distance per vehicle per day', async () => {
-      const rows = await store.query<{ vehicle_id: string; day: string; positions: number; km: number }>(
-        named.get('distance_per_vehicle_day')!,
-      );
-      const hav = (lat1: number, lon1: number, lat2: number, lon2: number) => {
-        const r = (d: number) => (d * Math.PI) / 180;
-        const a = Math.sin(r(lat2 - lat1) / 2) ** 2 + Math.cos(r(lat1)) * Math.cos(r(lat2)) * Math.sin(r(lon2 - lon1) / 2) ** 2;
-        return 2 * 6371.0088 * Math.asin(Math.sqrt(a));
-      };
-      const expected = hav(52.0, 4.0, 52.0, 4.1) + hav(52.0, 4.1, 52.1, 4.1);
-      expect(rows).toHaveLength(1);
-      expect(rows[0]).toMatchObject({ vehicle_id: V1, day: '2024-03-01', positions: 3 });
-      expect(Math.abs(rows[0]!.km - expected) / expected).toBeLessThan(0.005);
-    });
-
-    it("one vehicle's track with documents", async () => {
-      const rows = await store.query<{ lat: number; doc: string }>(named.get('vehicle_track_with_documents')!);
-      expect(rows.map((r) => r.lat)).toEqual([52.0, 52.0, 52.1]);
-      expect(JSON.parse(rows[0]!.doc).eventType).toBe('locationUpdateEvent');
-    });
-
-    it('fuel and CO2 per trip with its name and status: the latest live version of each trip, joined to its events', async () => {
-      const rows = await store.query(named.get('fuel_co2_per_trip_with_status')!);
-      expect(rows).toEqual([
-        { trip_id: T1, name: 'Daily supply', status: 'completed', fuel_l: 10.5, co2_kg: 1.5 },
-        { trip_id: T3, name: 'Second leg', status: 'inTransit', fuel_l: 0, co2_kg: 0 },
-        { trip_id: T4, name: 'Empty run', status: 'planned', fuel_l: 0, co2_kg: 0 },
-      ]);
-    });
-
-    it("events of a consignment's trips: trips that name it, directly or through an action", async () => {
-      const rows = await store.query<{ trip_id: string; event_type: string; lifecycle: string }>(named.get('events_of_consignment_trips')!);
-      expect(rows.map((r) => `${r.trip_id} ${r.event_type} ${r.lifecycle}`).sort()).toEqual(
-        [`${T1} emissionEvent `, `${T1} fuelConsumedEvent `, `${T1} fuelConsumedEvent actual`, `${T3} startEngineEvent `].sort(),
-      );
-    });
-
-    it('what each trip names, from the parallel arrays', async () => {
-      const rows = await store.query(named.get('trip_links')!);
-      expect(rows).toEqual([
-        { trip_id: T1, linked_kind: 'actions', ids: [A1] },
-        { trip_id: T1, linked_kind: 'consignments', ids: [C1] },
-        { trip_id: T1, linked_kind: 'vehicles', ids: [V1] },
-        { trip_id: T3, linked_kind: 'actions', ids: [A3] },
-        { trip_id: T4, linked_kind: 'vehicles', ids: [V2] },
-      ]);
-    });
   });
 });
