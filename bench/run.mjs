@@ -14,6 +14,19 @@
  *   npm run bench:profile               embedded PUT scenario with the service under --cpu-prof
  *   npm run bench:profile -- --profile-scenario get-trip    (put-event, put-trip, get-trip, bulk)
  *
+ * Other options: `--bulk-events N` and `--bulk-events-distributed N` (events in the bulk
+ * scenarios), `--growth-large N` and `--growth-budget S` (entities preloaded for the growth
+ * scenario and the longest preload allowed), `--track-large N` (ClickHouse rows for the track
+ * query), `--lag-duration S`, `--visible-timeout S`, `--bulk-threads N` (`OTM_BULK_THREADS` for
+ * every service started), `--service-env NAME=VALUE[,…]` (any setting of docs/configuration.md for
+ * every service and role started, for A/B runs; written in the results' `settings.serviceEnv`).
+ * The `otm` processes the bench starts get only the environment it gives them:
+ * `OTM_CHILD_NODE_OPTIONS` becomes their `NODE_OPTIONS` (e.g. `--perf-basic-prof` for `perf record
+ * -e cpu-clock -g -p <pid>`, or `--require $PWD/bench/lib/profile-on-signal.cjs` so that `kill
+ * -USR2 <pid>` starts and stops a V8 CPU profile of one role), and `OTM_CHILD_NODE_ARGS` carries
+ * node flags `NODE_OPTIONS` refuses. `node bench/lib/profile-top.mjs <file.cpuprofile> [n]
+ * [--inclusive]` summarises any V8 profile.
+ *
  * This file reads the options, starts the fastify echo (the HTTP baseline), runs the selected
  * groups of bench/scenarios/ in a fixed order, and prints and writes the results: the table, the
  * CPU by process of each scenario that measured it, and the cores per process for given rates of
