@@ -71,6 +71,7 @@ function withFixes(store: EventStore): FixingEventStore {
     get: (tenant, kind, key, rank) => store.get(tenant, kind, key, rank),
     list: (scan) => store.list(scan),
     track: (scan) => store.track(scan),
+    fixes: (scan) => store.fixes(scan),
     ready: () => store.ready(),
     close: () => store.close(),
     async writeWithFixes(writes: readonly DocumentWrite[]): Promise<TenantFix[]> {

@@ -138,6 +138,61 @@ export function eventStoreContract(name: string, factory: () => Promise<EventSto
         for (const id of ids.slice(1)) expect(JSON.parse((await store.get('t1', 'events', id))!.json).name).toBe('r4');
       });
 
+    it("gives a vehicle's track points without documents, oldest or newest first, as track gives them", async () => {
+      const { store } = await open();
+      const vehicle = randomUUID();
+      const t0 = Date.parse('2024-03-01T10:00:00Z');
+      const ids = Array.from({ length: 7 }, () => randomUUID());
+      const fix = (id: string, i: number, over: Record<string, unknown> = {}) =>
+        location(id, {
+          creationDate: new Date(t0 + i * 60_000).toISOString(),
+          vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle },
+          geoReference: { type: 'latLonPointGeoReference', lat: 52 + i / 1000, lon: 5 + i / 1000, speed: { value: 10 * i, unit: 'km/h' } },
+          ...over,
+        });
+      // Another vehicle's point and a sensor event in the window: not in the track.
+      await store.write([
+        ...ids.map((id, i) => putEvent('t1', fix(id, i))),
+        putEvent('t1', fix(randomUUID(), 3, { vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: randomUUID() } })),
+        putEvent('t1', fix(randomUUID(), 3, { eventType: 'sensorUpdateEvent' })),
+      ]);
+      // A later lifecycle of one point moves it; a deleted point is gone.
+      await store.write([
+        putEvent('t1', fix(ids[2]!, 2, { geoReference: { type: 'latLonPointGeoReference', lat: 1, lon: 2 } }), 5),
+        del('t1', ids[4]!),
+      ]);
+      const all = async <T>(it: AsyncIterable<T>) => {
+        const out: T[] = [];
+        for await (const p of it) out.push(p);
+        return out;
+      };
+      const scan = { tenant: 't1', vehicle, from: t0, to: t0 + 7 * 60_000 };
+      const track = await all(store.track(scan));
+      const fixes = await all(store.fixes(scan));
+      expect(fixes).toEqual(track.map(({ time, key, lat, lon, speedKmh, heading }) => ({ time, key, lat, lon, speedKmh, heading })));
+      expect(fixes.map((f) => f.key)).toEqual([ids[0], ids[1], ids[2], ids[3], ids[5], ids[6]]);
+      expect(fixes[2]).toMatchObject({ lat: 1, lon: 2 });
+      expect(fixes[1]).toMatchObject({ time: t0 + 60_000, lat: 52.001, lon: 5.001, speedKmh: 10 });
+      const newest = await all(store.fixes({ ...scan, descending: true }));
+      expect(newest.map((f) => f.key)).toEqual([ids[6], ids[5], ids[3], ids[2], ids[1], ids[0]]);
+      // The last point at or before a time: newest first, one.
+      const before = await all(store.fixes({ ...scan, to: t0 + 3 * 60_000 + 1, descending: true, limit: 1 }));
+      expect(before.map((f) => f.key)).toEqual([ids[3]]);
+      expect(await all(store.fixes({ ...scan, from: t0 + 4 * 60_000, limit: 1 }))).toMatchObject([{ key: ids[5] }]);
+      expect(await all(store.fixes({ ...scan, tenant: 't2' }))).toEqual([]);
+      // More points than one read of the store takes: the same points either way.
+      const many = randomUUID();
+      await store.write(
+        Array.from({ length: 1_100 }, (_, i) =>
+          putEvent('t1', fix(randomUUID(), i, { vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: many } })),
+        ),
+      );
+      const manyScan = { tenant: 't1', vehicle: many, from: t0, to: t0 + 2_000 * 60_000 };
+      const up = await all(store.fixes(manyScan));
+      expect(up).toHaveLength(1_100);
+      expect(await all(store.fixes({ ...manyScan, descending: true }))).toEqual(up.reverse());
+    });
+
     it('keeps tenants apart', async () => {
       const { store } = await open();
       const id = randomUUID();

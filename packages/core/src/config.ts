@@ -2,24 +2,28 @@
  * Configuration from environment variables, read once at start, validated, frozen. A bad value
  * stops the process with a message that names the variable.
  */
-import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseAddressRanges, type AddressRange } from './address-ranges.js';
-import { parseRateLimit, type RateLimit } from './rate-limit.js';
+import type { RateLimit } from './rate-limit.js';
 import { parseTokens, type TokenEntry } from './tokens.js';
+import {
+  ConfigError,
+  type Env,
+  oneOf,
+  integer,
+  duration,
+  durationOrOff,
+  rateLimit,
+  url,
+  addressRanges,
+  jwtConfig,
+  mapStyle,
+  webDir,
+} from './config-values.js';
 
 export { parseAddressRanges, type AddressRange };
-
-export class ConfigError extends Error {
-  constructor(
-    readonly variable: string,
-    message: string,
-  ) {
-    super(`${variable}: ${message}`);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError };
 
 /**
  * How long a client may take and how many connections it may hold. The HTTP server cuts off a
@@ -101,6 +105,12 @@ export interface Config {
   readonly feedRetentionMs: number;
   /** Longest window of a vehicle track request, in days. */
   readonly trackMaxDays: number;
+  /** A vehicle's activity: a stop is staying within this many metres (OTM_STOP_RADIUS_M) ... */
+  readonly stopRadiusM: number;
+  /** ... for at least this many seconds (OTM_STOP_MIN_SECONDS). */
+  readonly stopMinSeconds: number;
+  /** The radius of a location's geofence given as a point, metres (OTM_GEOFENCE_RADIUS_M). */
+  readonly geofenceRadiusM: number;
   /** Seconds a consumer or background loop may stay down before /healthz answers 503 (OTM_STALL_SECONDS). */
   readonly stallSeconds: number;
   /** The embedded event log's segment size: a new segment starts beyond it (bytes). */
@@ -191,7 +201,10 @@ export const CONFIG_VARIABLES = {
     'worker threads that parse and check bulk bodies of 64 KiB or more (default: CPUs - 1, at least 1, at most 4; 0: the event loop does it)',
   OTM_FEED_RETENTION:
     'how long the change feed keeps changes: a number with s, m, h or d (default 7d); a cursor older than that is answered 410',
-  OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track request, in days (default 31)',
+  OTM_TRACK_MAX_DAYS: 'longest time window of one vehicle track or activity request, in days (default 31)',
+  OTM_STOP_RADIUS_M: "a vehicle's activity: a stop is staying within this many metres (default 100)",
+  OTM_STOP_MIN_SECONDS: "a vehicle's activity: for at least this many seconds (default 300)",
+  OTM_GEOFENCE_RADIUS_M: "radius in metres of a location's geofence given as a point (default 150)",
   OTM_STALL_SECONDS:
     'seconds a bus consumer or background loop may stay down (restarting after failures) before /healthz answers 503, so that an orchestrator restarts the process (default 120)',
   OTM_EVENT_SEGMENT_BYTES:
@@ -220,174 +233,6 @@ export const CONFIG_VARIABLES = {
   KAFKA_REBALANCE_TIMEOUT_MS: 'how long the members of a group have to rejoin during a rebalance (default 10000)',
   KAFKA_MAX_WAIT_MS: 'longest a consumer fetch waits for data (default 500)',
 } as const;
-
-type Env = Record<string, string | undefined>;
-
-function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
-  const v = env[name];
-  if (v === undefined || v === '') return fallback;
-  if (!(allowed as readonly string[]).includes(v)) {
-    throw new ConfigError(name, `must be one of ${allowed.join(', ')}, got '${v}'`);
-  }
-  return v as T;
-}
-
-function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const v = env[name];
-  if (v === undefined || v === '') return fallback;
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
-    throw new ConfigError(name, `must be a whole number from ${min} to ${max}, got '${v}'`);
-  }
-  return Number(v);
-}
-
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** A duration such as `500ms`, `90s`, `30m`, `12h` or `7d`, in ms. */
-function duration(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
-  const v = env[name];
-  if (v === undefined || v === '') return fallbackMs;
-  const m = /^(\d{1,9})(ms|[smhd])$/.exec(v.trim());
-  const ms = m ? Number(m[1]) * DURATION_UNITS[m[2]!]! : NaN;
-  if (!(ms >= minMs && ms <= maxMs)) {
-    throw new ConfigError(name, `must be a duration such as 12h or 7d, from ${minMs / 1000} s to ${maxMs / 86_400_000} days, got '${v}'`);
-  }
-  return ms;
-}
-
-/** `duration`, or `off` (0). */
-function durationOrOff(env: Env, name: string, fallbackMs: number, minMs: number, maxMs: number): number {
-  if (env[name]?.trim() === 'off') return 0;
-  try {
-    return duration(env, name, fallbackMs, minMs, maxMs);
-  } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    throw new ConfigError(
-      name,
-      `must be off or a duration such as 1s or 5m, from ${minMs / 1000} s to ${maxMs / 60_000} minutes, got '${env[name]}'`,
-    );
-  }
-}
-
-/** OTM_RATE_LIMIT, OTM_TENANT_RATE_LIMIT: `1000/s`, `60000/m`, or unset (no limit). */
-function rateLimit(env: Env, name: string): RateLimit | undefined {
-  const v = env[name];
-  if (v === undefined || v.trim() === '') return undefined;
-  try {
-    return Object.freeze(parseRateLimit(v));
-  } catch (e) {
-    throw new ConfigError(name, (e as Error).message);
-  }
-}
-
-function url(env: Env, name: string, protocols: readonly string[], required: boolean): string | undefined {
-  const v = env[name];
-  if (v === undefined || v === '') {
-    if (required) throw new ConfigError(name, 'is required by the chosen adapter');
-    return undefined;
-  }
-  let u: URL;
-  try {
-    u = new URL(v);
-  } catch {
-    throw new ConfigError(name, `is not a URL: '${v}'`);
-  }
-  if (!protocols.includes(u.protocol)) {
-    throw new ConfigError(name, `must use ${protocols.join(' or ')}, got '${u.protocol}'`);
-  }
-  return v;
-}
-
-function addressRanges(env: Env, name: string): AddressRange[] {
-  try {
-    return parseAddressRanges(env[name] ?? '');
-  } catch (e) {
-    throw new ConfigError(name, (e as Error).message);
-  }
-}
-
-const CLAIM_RE = /^[A-Za-z0-9_.:/-]{1,100}$/;
-
-/** OTM_JWT_*: undefined without OTM_JWT_JWKS; with it, issuer and audience are required. */
-function jwtConfig(
-  v: string | undefined,
-  issuer: string | undefined,
-  audience: string | undefined,
-  tenantClaim: string | undefined,
-  scopeClaim: string | undefined,
-): JwtConfig | undefined {
-  v = v?.trim();
-  if (v === undefined || v === '') {
-    for (const [name, value] of [
-      ['OTM_JWT_ISSUER', issuer],
-      ['OTM_JWT_AUDIENCE', audience],
-    ] as const) {
-      if (value !== undefined && value.trim() !== '') throw new ConfigError(name, 'is set but OTM_JWT_JWKS is not: set both, or neither');
-    }
-    return undefined;
-  }
-  let jwks: JwtConfig['jwks'];
-  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(v)) {
-    let u: URL;
-    try {
-      u = new URL(v);
-    } catch {
-      throw new ConfigError('OTM_JWT_JWKS', `is not a URL: '${v}'`);
-    }
-    // Plain http only to this machine (a local key server, tests): elsewhere anyone on the path could change the keys.
-    const loopback = ['127.0.0.1', 'localhost', '[::1]'].includes(u.hostname);
-    if (u.protocol !== 'https:' && !(u.protocol === 'http:' && loopback)) {
-      throw new ConfigError('OTM_JWT_JWKS', `must be a file path or an https URL (http only on loopback), got '${u.protocol}'`);
-    }
-    jwks = { url: u.href };
-  } else {
-    jwks = { file: path.resolve(v) };
-  }
-  const required = (name: string, value: string | undefined) => {
-    value = value?.trim();
-    if (value === undefined || value === '') throw new ConfigError(name, 'is required with OTM_JWT_JWKS');
-    return value;
-  };
-  const claim = (name: string, value: string | undefined, fallback: string) => {
-    value = value?.trim();
-    if (value === undefined || value === '') return fallback;
-    if (!CLAIM_RE.test(value)) throw new ConfigError(name, `must be a claim name (letters, digits, _ . : / -), got '${value}'`);
-    return value;
-  };
-  return Object.freeze({
-    jwks: Object.freeze(jwks),
-    issuer: required('OTM_JWT_ISSUER', issuer),
-    audience: required('OTM_JWT_AUDIENCE', audience),
-    tenantClaim: claim('OTM_JWT_TENANT_CLAIM', tenantClaim, 'tenant'),
-    scopeClaim: claim('OTM_JWT_SCOPE_CLAIM', scopeClaim, 'scope'),
-  });
-}
-
-/** OTM_MAP_STYLE: an http(s) tile URL template with {z}, {x} and {y}, or unset. */
-function mapStyle(v: string | undefined): string | undefined {
-  if (v === undefined || v === '') return undefined;
-  if (!/^https?:\/\/[^\s"'<>]+$/.test(v) || !['{z}', '{x}', '{y}'].every((p) => v.includes(p))) {
-    throw new ConfigError(
-      'OTM_MAP_STYLE',
-      `must be an http(s) tile URL template with {z}, {x} and {y}, e.g. https://tiles.example.org/{z}/{x}/{y}.png`,
-    );
-  }
-  return v;
-}
-
-/** OTM_WEB_DIR: a folder that holds the built pages (index.html and docs.html), or unset. */
-function webDir(v: string | undefined): string | undefined {
-  if (v === undefined || v === '') return undefined;
-  const dir = path.resolve(v);
-  const missing = ['index.html', 'docs.html'].filter((page) => !fs.existsSync(path.join(dir, page)));
-  if (missing.length > 0) {
-    throw new ConfigError(
-      'OTM_WEB_DIR',
-      `'${dir}' is no build of the pages (${missing.join(' and ')} missing): npm run build makes services/web/dist`,
-    );
-  }
-  return dir;
-}
 
 /** OTM_STREAM_TICKET_SECRET: 32 to 1024 characters (its value is never echoed), or unset. */
 function ticketSecret(v: string | undefined): string | undefined {
@@ -469,6 +314,9 @@ export function loadConfig(env: Env = process.env): Config {
     eventSegmentBytes: integer(env, 'OTM_EVENT_SEGMENT_BYTES', 64 * 1024 * 1024, 4096, 1024 * 1024 * 1024),
     eventCompactionIntervalMs: durationOrOff(env, 'OTM_EVENT_COMPACTION_INTERVAL', 10 * 60_000, 100, 24 * 3_600_000),
     trackMaxDays: integer(env, 'OTM_TRACK_MAX_DAYS', 31, 1, 3_660),
+    stopRadiusM: integer(env, 'OTM_STOP_RADIUS_M', 100, 5, 10_000),
+    stopMinSeconds: integer(env, 'OTM_STOP_MIN_SECONDS', 300, 10, 86_400),
+    geofenceRadiusM: integer(env, 'OTM_GEOFENCE_RADIUS_M', 150, 5, 100_000),
     stallSeconds: integer(env, 'OTM_STALL_SECONDS', 120, 5, 86_400),
     streamsPerToken: integer(env, 'OTM_STREAMS_PER_TOKEN', 10, 1, 100_000),
     rateLimit: rateLimit(env, 'OTM_RATE_LIMIT'),

@@ -23,3 +23,4 @@ export * from './storage.js';
 export * from './feed-item.js';
 export * from './feed-change.js';
 export * from './shared-feed.js';
+export * from './realization/index.js';

@@ -97,6 +97,7 @@ async function run(command: string, roles: Roles): Promise<number> {
     telemetry,
     connections: config.connections,
     trackMaxDays: config.trackMaxDays,
+    activity: { stopRadiusM: config.stopRadiusM, stopMinSeconds: config.stopMinSeconds, geofenceRadiusM: config.geofenceRadiusM },
     stallSeconds: config.stallSeconds,
     quotas: {
       ...(config.rateLimit === undefined ? {} : { perCredential: config.rateLimit }),

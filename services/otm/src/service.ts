@@ -32,6 +32,7 @@ import {
   streamTickets,
   streamTicketKey,
   tracks,
+  activity,
   type StreamOptions,
 } from '@otm/query';
 import {
@@ -93,6 +94,8 @@ export async function createService(
     telemetry?: TelemetryBatching & { concurrency?: number };
     /** Longest track window in days (OTM_TRACK_MAX_DAYS; default 31). */
     trackMaxDays?: number;
+    /** A vehicle's activity: OTM_STOP_RADIUS_M, OTM_STOP_MIN_SECONDS, OTM_GEOFENCE_RADIUS_M (defaults 100, 300, 150). */
+    activity?: { stopRadiusM?: number; stopMinSeconds?: number; geofenceRadiusM?: number };
     /** Seconds a consumer or loop may stay down before /healthz answers 503 (OTM_STALL_SECONDS; default 120). */
     stallSeconds?: number;
     /** Timeouts and the cap on connections of the HTTP server (default: the configuration's defaults). */
@@ -207,6 +210,14 @@ export async function createService(
     await app.register(lists, { finder });
     await app.register(changes, { finder });
     await app.register(tracks, { finder, trackMaxDays: opts.trackMaxDays ?? 31 });
+    await app.register(activity, {
+      finder,
+      locations: entities,
+      maxDays: opts.trackMaxDays ?? 31,
+      radiusM: opts.activity?.stopRadiusM ?? 100,
+      minSeconds: opts.activity?.stopMinSeconds ?? 300,
+      geofenceRadiusM: opts.activity?.geofenceRadiusM ?? 150,
+    });
     // A heartbeat at least twice within the idle timeout, which would close a quiet stream.
     const idleMs = opts.connections?.idleTimeoutMs ?? DEFAULT_CONNECTION_LIMITS.idleTimeoutMs;
     const { ticketSecret: _secret, ...streams } = opts.streams ?? {};
@@ -231,6 +242,7 @@ export async function createService(
     await app.register(servedElsewhere(lists));
     await app.register(servedElsewhere(changes));
     await app.register(servedElsewhere(tracks));
+    await app.register(servedElsewhere(activity));
     await app.register(servedElsewhere(stream));
   }
 

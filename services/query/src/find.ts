@@ -23,6 +23,8 @@ import {
   type StoredDocument,
   type TrackPoint,
   type TrackReader,
+  type FixScan,
+  type TrackFixPoint,
 } from '@otm/core';
 import { decodeCursor, encodeCursor, isPosition, type ListFilters } from './find-params.js';
 
@@ -278,6 +280,11 @@ export class Finder {
       ...(after ? { after } : {}),
       ...(limit === undefined ? {} : { limit }),
     });
+  }
+
+  /** The vehicle's track points without documents (a vehicle's activity). */
+  fixes(scan: FixScan): AsyncIterable<TrackFixPoint> {
+    return this.deps.events.fixes(scan);
   }
 
   /** Latest positions inside `bbox`, no older than `notBefore` (ms), by vehicle key (the store's order). */

@@ -91,6 +91,7 @@ class PlainStore implements EventStore {
     return [];
   }
   async *track() {}
+  async *fixes() {}
   async ready() {
     return true;
   }

@@ -1,16 +1,20 @@
 /** Vehicles' tracks and latest positions. */
 import type { TrackFix } from '../event-facts.js';
 
-/** One location event of a vehicle's track, with its document. */
-export interface TrackPoint {
+/** One location event of a vehicle's track: its time and position, without its document. */
+export interface TrackFixPoint {
   /** Event time (ms since the epoch). */
   readonly time: number;
   readonly key: string;
-  readonly lifecycleRank: number;
   readonly lat: number;
   readonly lon: number;
   readonly speedKmh: number | null;
   readonly heading: number | null;
+}
+
+/** One location event of a vehicle's track, with its document. */
+export interface TrackPoint extends TrackFixPoint {
+  readonly lifecycleRank: number;
   /** The event as GET answers it. */
   readonly doc: string | Buffer;
 }
@@ -28,12 +32,26 @@ export interface TrackScan {
   readonly limit?: number;
 }
 
+/** A window of a vehicle's track read for its positions only. */
+export interface FixScan {
+  readonly tenant: string;
+  readonly vehicle: string;
+  /** Event time window, ms since the epoch: from inclusive, to exclusive. */
+  readonly from: number;
+  readonly to: number;
+  /** Newest first (then the greater key first). */
+  readonly descending?: boolean;
+  readonly limit?: number;
+}
+
 /**
  * Vehicles' tracks: their `locationUpdateEvent`s (event-facts.ts `trackFix`) in event time order
  * (then key), each event once, in its highest lifecycle version. Yielded as read, never gathered.
  */
 export interface TrackReader {
   track(scan: TrackScan): AsyncIterable<TrackPoint>;
+  /** The same points without their documents, for what only needs positions (a vehicle's activity). */
+  fixes(scan: FixScan): AsyncIterable<TrackFixPoint>;
 }
 
 /** The newest position of a vehicle (by event time; the later key on a tie): its track fix and the event's key. */

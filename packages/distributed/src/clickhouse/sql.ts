@@ -5,7 +5,7 @@
  * and only if it is a plain name (`sqlIdent`). A value the builders cannot use (no ids, a negative
  * rank) is a bug of the caller, not a ClickHouse failure: a non-retryable AdapterError.
  */
-import { AdapterError, type ListScan, type TrackScan } from '@otm/core';
+import { AdapterError, type FixScan, type ListScan, type TrackScan } from '@otm/core';
 import { dateTime64 } from './time.js';
 
 /** A statement and the values of its `{name:Type}` parameters. */
@@ -211,7 +211,8 @@ export const TRACK_COLUMNS = [
 
 /**
  * The SQL of a vehicle's track (`ClickHouseEventStore.track`): its location events in the window,
- * each once, in event time order, with their documents.
+ * each once, in event time order (newest first for a descending `FixScan`), with their documents
+ * unless `shape.documents` is false.
  *
  * The rows are read through the primary index (tenant, vehicle, `event_time` in whole seconds
  * around the window). Which rows count is decided on slim columns in the subquery: the newest row
@@ -223,7 +224,10 @@ export const TRACK_COLUMNS = [
  * only for the rows chosen, and sorted once. An event whose versions lie at different times or
  * vehicles is seen with the highest version this vehicle and window hold.
  */
-export function trackSql(database: string, scan: TrackScan): Sql {
+export function trackSql(database: string, scan: TrackScan | FixScan, shape: { documents: boolean } = { documents: true }): Sql {
+  const descending = 'descending' in scan && scan.descending === true;
+  const order = descending ? 'event_time DESC, event_id DESC' : 'event_time, event_id';
+  const columns = shape.documents ? TRACK_COLUMNS : TRACK_COLUMNS.slice(0, -1);
   sqlIdent(database, 'bad ClickHouse database name');
   const params: Record<string, unknown> = {
     tenant: scan.tenant,
@@ -234,7 +238,7 @@ export function trackSql(database: string, scan: TrackScan): Sql {
   const place = `tenant = {tenant:String} AND vehicle_id = {vehicle:String}
     AND event_time >= {from:DateTime64(3, 'UTC')} AND event_time < {to:DateTime64(3, 'UTC')}`;
   const conditions = [`event_type = 'locationUpdateEvent'`, 'located = 1'];
-  if (scan.after !== undefined) {
+  if ('after' in scan && scan.after !== undefined) {
     conditions.push(
       "(event_time > {afterTime:DateTime64(3, 'UTC')} OR (event_time = {afterTime:DateTime64(3, 'UTC')} AND event_id > {afterKey:String}))",
     );
@@ -243,7 +247,7 @@ export function trackSql(database: string, scan: TrackScan): Sql {
   }
   if (scan.limit !== undefined) params.limit = unsigned(Math.floor(scan.limit));
   const limit = scan.limit === undefined ? '' : '\nLIMIT {limit:UInt64}';
-  const query = `SELECT ${TRACK_COLUMNS.join(', ')}
+  const query = `SELECT ${columns.join(', ')}
 FROM ${database}.otm_events
 PREWHERE ${place}
 WHERE (event_id, lifecycle_rank, event_time, version) IN (
@@ -263,9 +267,9 @@ WHERE (event_id, lifecycle_rank, event_time, version) IN (
     LIMIT 1 BY event_id
   )
   WHERE ${conditions.join(' AND ')}
-  ORDER BY event_time, event_id${limit}
+  ORDER BY ${order}${limit}
 )
-ORDER BY event_time, event_id
+ORDER BY ${order}
 LIMIT 1 BY event_id${limit}`;
   return { query, params };
 }

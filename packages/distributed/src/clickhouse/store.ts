@@ -37,6 +37,8 @@ import {
   type StoredDocument,
   type TrackPoint,
   type TrackScan,
+  type FixScan,
+  type TrackFixPoint,
 } from '@otm/core';
 import { columnsTrackFix } from './columns.js';
 import { clickhouseFailure } from './errors.js';
@@ -45,6 +47,23 @@ import { ENTITY_FORMAT, EVENT_FORMAT, ID_FORMAT, idRow, liveRow, tombstoneRow, t
 import { eventStoreDdl, type EventRow, type IdRow } from './schema.js';
 import { eventGetSql, eventListBounds, eventListFacet, eventListSql, eventPlacementsSql, sqlIdent, trackSql, type Sql } from './sql.js';
 import { tsvFields, tsvPieces, type RowFormat } from './tsv.js';
+
+/** A track point's position from the fields of a track query's row. */
+const fixOf = (
+  key: string,
+  time: string,
+  lat: string,
+  lon: string,
+  speed: string | null | undefined,
+  heading: string | null | undefined,
+): TrackFixPoint => ({
+  time: Number(time),
+  key,
+  lat: Number(lat),
+  lon: Number(lon),
+  speedKmh: speed === null || speed === undefined ? null : Number(speed),
+  heading: heading === null || heading === undefined ? null : Number(heading),
+});
 
 export interface ClickHouseEventStoreOptions {
   /** e.g. http://127.0.0.1:8123 (user and password may be in the URL). */
@@ -257,24 +276,24 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
    */
   async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
     if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
-    const { query, params } = trackSql(this.database, scan);
+    for await (const [key, rank, time, lat, lon, speed, heading, doc] of this.trackRows(trackSql(this.database, scan))) {
+      yield { ...fixOf(key!, time!, lat!, lon!, speed, heading), lifecycleRank: Number(rank), doc: doc! };
+    }
+  }
+
+  /** The track's points without their documents (`trackSql` without the `doc` column). */
+  async *fixes(scan: FixScan): AsyncGenerator<TrackFixPoint> {
+    if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
+    for await (const [key, , time, lat, lon, speed, heading] of this.trackRows(trackSql(this.database, scan, { documents: false }))) {
+      yield fixOf(key!, time!, lat!, lon!, speed, heading);
+    }
+  }
+
+  /** The fields of each row of a track query, as ClickHouse sends them. */
+  private async *trackRows({ query, params }: Sql): AsyncGenerator<(string | null)[]> {
     const rs = await this.run(() => this.client.query({ query, query_params: params, format: 'TabSeparated' }));
     try {
-      for await (const rows of rs.stream()) {
-        for (const row of rows) {
-          const [key, rank, time, lat, lon, speed, heading, doc] = tsvFields(row.text);
-          yield {
-            time: Number(time),
-            key: key!,
-            lifecycleRank: Number(rank),
-            lat: Number(lat),
-            lon: Number(lon),
-            speedKmh: speed === null || speed === undefined ? null : Number(speed),
-            heading: heading === null || heading === undefined ? null : Number(heading),
-            doc: doc!,
-          };
-        }
-      }
+      for await (const rows of rs.stream()) for (const row of rows) yield tsvFields(row.text);
     } catch (e) {
       throw clickhouseFailure(e);
     } finally {

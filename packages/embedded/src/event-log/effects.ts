@@ -271,9 +271,10 @@ export class EventEffects {
   }
 
   /**
-   * The points of the vehicle's track in [from, to), after `after`, at most `limit`: its
-   * `event-vehicle` entries of location events with a position, read TRACK_CHUNK at a time, so that
-   * a day of points at one a second is never held at once.
+   * The points of the vehicle's track in [from, to), after `after` (oldest first only), at most
+   * `limit`, oldest or newest first: its `event-vehicle` entries of location events with a
+   * position, read TRACK_CHUNK at a time, so that a day of points at one a second is never held at
+   * once.
    */
   *trackEntries(scan: {
     tenant: string;
@@ -282,22 +283,24 @@ export class EventEffects {
     to: number;
     after?: { time: number; key: string };
     limit?: number;
+    descending?: boolean;
   }): Generator<TrackEntry> {
     if (scan.vehicle.includes(SEP)) return;
     const base = vehicleBase(scan.tenant, scan.vehicle);
-    let start = boundOf(base, scan.from);
+    const down = scan.descending === true;
+    let start = boundOf(base, down ? scan.to : scan.from);
+    const end = boundOf(base, down ? scan.from : scan.to);
     let skip: Buffer | undefined;
-    if (scan.after !== undefined) {
+    if (!down && scan.after !== undefined) {
       const after = boundOf(base, scan.after.time, scan.after.key);
       if (Buffer.compare(after, start) >= 0) start = skip = after;
     }
-    const end = boundOf(base, scan.to);
     let left = scan.limit ?? Infinity;
-    while (left > 0 && Buffer.compare(start, end) < 0) {
+    while (left > 0 && Buffer.compare(start, end) * (down ? -1 : 1) < 0) {
       const chunk: TrackEntry[] = [];
       let last: Buffer | undefined;
       let read = 0;
-      for (const { key, value } of this.byVehicle.getRange({ start, end, limit: TRACK_CHUNK })) {
+      for (const { key, value } of this.byVehicle.getRange({ start, end, limit: TRACK_CHUNK, reverse: down })) {
         read++;
         last = key;
         if ((skip !== undefined && Buffer.compare(key, skip) === 0) || !isTrackPoint(value)) continue;

@@ -41,6 +41,8 @@ import {
   type StoredDocument,
   type TrackPoint,
   type TrackScan,
+  type FixScan,
+  type TrackFixPoint,
 } from '@otm/core';
 import { prefixOf, ranksToTry } from '../keys.js';
 import type { WriteGate } from '../disk.js';
@@ -273,6 +275,14 @@ export class LogEventStore implements EventStore {
         heading: e.heading,
         doc: doc.bytes,
       };
+    }
+  }
+
+  /** The track's points without their documents, from the index alone (after `settled`, as `track`). */
+  async *fixes(scan: FixScan): AsyncGenerator<TrackFixPoint> {
+    await this.settled();
+    for (const e of this.effects.trackEntries(scan)) {
+      yield { time: e.time, key: e.key, lat: e.lat, lon: e.lon, speedKmh: e.speedKmh, heading: e.heading };
     }
   }
 
