@@ -4,7 +4,7 @@
  *
  *   npm run bench                       full run (builds first)
  *   npm run bench -- --quick            smoke run, a few minutes
- *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, push, distributed, lag, track
+ *   npm run bench -- --only embedded    groups: validate, embedded, bulk, growth, find, activity, push, distributed, lag, track
  *   npm run bench -- --only soak        the soak (10 min a deployment), only when asked: not in the full run
  *   npm run bench -- --only soak --soak-minutes 3 --soak-period 30 --soak-warmup 30 --soak-rate 200 --soak-deployments embedded
  *   npm run bench -- --duration 30 --warmup 5 --connections 50
@@ -43,6 +43,7 @@ import { HEADROOM, RATES, capacityLines, sizingLines } from './lib/capacity.mjs'
 import { locationBodies } from './lib/documents.mjs';
 import { cpuMeter } from './lib/proc.mjs';
 import { startBaseline, load, judge, printTable, REPO, fmt, log } from './lib/util.mjs';
+import { activity } from './scenarios/activity.mjs';
 import { bulkDistributed, bulkEmbedded } from './scenarios/bulk.mjs';
 import { distributed } from './scenarios/distributed.mjs';
 import { embedded } from './scenarios/embedded.mjs';
@@ -83,7 +84,7 @@ const PROFILE_SCENARIOS = ['put-event', 'put-trip', 'get-trip', 'bulk'];
 const PROFILE_SCENARIO = option('profile-scenario', 'put-event');
 if (!PROFILE_SCENARIOS.includes(PROFILE_SCENARIO))
   throw new Error(`--profile-scenario ${PROFILE_SCENARIO}: ${PROFILE_SCENARIOS.join(', ')}`);
-const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'push', 'distributed', 'lag', 'track', 'soak'];
+const GROUPS = ['validate', 'embedded', 'bulk', 'growth', 'find', 'activity', 'push', 'distributed', 'lag', 'track', 'soak'];
 // Groups that run only when --only names them (the soak would add 20 minutes to the full run).
 const ON_REQUEST = ['soak'];
 const only = option('only', undefined)?.split(',');
@@ -111,6 +112,8 @@ const cfg = {
   growthPreloadBudgetS: Number(option('growth-budget', QUICK ? 60 : 600)),
   growthGets: QUICK ? 4_000 : 20_000,
   findEntities: Number(option('find-entities', QUICK ? 100_000 : 1_000_000)),
+  activityMinutes: Number(option('activity-minutes', QUICK ? 44_640 : 525_600)),
+  activityRuns: QUICK ? 5 : 20,
   findEventsSmall: 100_000,
   findEventsLarge: Number(option('find-events', QUICK ? 1_000_000 : 10_000_000)),
   findRequests: QUICK ? 200 : 5_000,
@@ -150,6 +153,7 @@ const STEPS = [
     run: find,
     failed: [['find: list depth, positions, track growth and rate, feed rate, embedded', '<= 1.5 / <= 20 / <= 2.0 / >= 0.3 / >= 0.3']],
   },
+  { group: 'activity', name: 'activity', run: activity, failed: [['activity of one vehicle-year p95, embedded', '<= 300 ms']] },
   {
     group: 'push',
     name: 'push',
