@@ -150,10 +150,10 @@ const ACTIVITY = {
   },
 };
 
-/** Reads everything of an async iterable. */
-async function all<T>(it: AsyncIterable<T>): Promise<T[]> {
+/** Every point of the chunks an async iterable yields. */
+async function all<T>(chunks: AsyncIterable<readonly T[]>): Promise<T[]> {
   const out: T[] = [];
-  for await (const v of it) out.push(v);
+  for await (const chunk of chunks) for (const v of chunk) out.push(v);
   return out;
 }
 

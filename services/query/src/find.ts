@@ -283,7 +283,7 @@ export class Finder {
   }
 
   /** The vehicle's track points without documents (a vehicle's activity). */
-  fixes(scan: FixScan): AsyncIterable<TrackFixPoint> {
+  fixes(scan: FixScan): AsyncIterable<readonly TrackFixPoint[]> {
     return this.deps.events.fixes(scan);
   }
 

@@ -1,11 +1,10 @@
 /** Vehicles' tracks and latest positions. */
 import type { TrackFix } from '../event-facts.js';
 
-/** One location event of a vehicle's track: its time and position, without its document. */
+/** One location event of a vehicle's track: its time and position, without its id or document. */
 export interface TrackFixPoint {
   /** Event time (ms since the epoch). */
   readonly time: number;
-  readonly key: string;
   readonly lat: number;
   readonly lon: number;
   readonly speedKmh: number | null;
@@ -14,6 +13,7 @@ export interface TrackFixPoint {
 
 /** One location event of a vehicle's track, with its document. */
 export interface TrackPoint extends TrackFixPoint {
+  readonly key: string;
   readonly lifecycleRank: number;
   /** The event as GET answers it. */
   readonly doc: string | Buffer;
@@ -50,8 +50,11 @@ export interface FixScan {
  */
 export interface TrackReader {
   track(scan: TrackScan): AsyncIterable<TrackPoint>;
-  /** The same points without their documents, for what only needs positions (a vehicle's activity). */
-  fixes(scan: FixScan): AsyncIterable<TrackFixPoint>;
+  /**
+   * The same points without their ids and documents, for what only needs positions (a vehicle's
+   * activity): in pieces of some hundreds, so that a year of them is read fast.
+   */
+  fixes(scan: FixScan): AsyncIterable<readonly TrackFixPoint[]>;
 }
 
 /** The newest position of a vehicle (by event time; the later key on a tie): its track fix and the event's key. */

@@ -50,7 +50,6 @@ import { tsvFields, tsvPieces, type RowFormat } from './tsv.js';
 
 /** A track point's position from the fields of a track query's row. */
 const fixOf = (
-  key: string,
   time: string,
   lat: string,
   lon: string,
@@ -58,7 +57,6 @@ const fixOf = (
   heading: string | null | undefined,
 ): TrackFixPoint => ({
   time: Number(time),
-  key,
   lat: Number(lat),
   lon: Number(lon),
   speedKmh: speed === null || speed === undefined ? null : Number(speed),
@@ -277,15 +275,26 @@ export class ClickHouseEventStore implements EventStore, EntityChangeSink {
   async *track(scan: TrackScan): AsyncGenerator<TrackPoint> {
     if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
     for await (const [key, rank, time, lat, lon, speed, heading, doc] of this.trackRows(trackSql(this.database, scan))) {
-      yield { ...fixOf(key!, time!, lat!, lon!, speed, heading), lifecycleRank: Number(rank), doc: doc! };
+      yield { ...fixOf(time!, lat!, lon!, speed, heading), key: key!, lifecycleRank: Number(rank), doc: doc! };
     }
   }
 
-  /** The track's points without their documents (`trackSql` without the `doc` column). */
-  async *fixes(scan: FixScan): AsyncGenerator<TrackFixPoint> {
+  /** The track's points without their documents (`trackSql` without the `doc` column), a chunk of ClickHouse's answer at a time. */
+  async *fixes(scan: FixScan): AsyncGenerator<readonly TrackFixPoint[]> {
     if (!(scan.to > scan.from) || (scan.limit !== undefined && !(scan.limit > 0))) return;
-    for await (const [key, , time, lat, lon, speed, heading] of this.trackRows(trackSql(this.database, scan, { documents: false }))) {
-      yield fixOf(key!, time!, lat!, lon!, speed, heading);
+    const { query, params } = trackSql(this.database, scan, { documents: false });
+    const rs = await this.run(() => this.client.query({ query, query_params: params, format: 'TabSeparated' }));
+    try {
+      for await (const rows of rs.stream()) {
+        yield rows.map((row) => {
+          const [, , time, lat, lon, speed, heading] = tsvFields(row.text);
+          return fixOf(time!, lat!, lon!, speed, heading);
+        });
+      }
+    } catch (e) {
+      throw clickhouseFailure(e);
+    } finally {
+      rs.close();
     }
   }
 

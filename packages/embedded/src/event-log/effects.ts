@@ -37,7 +37,7 @@
  * event-change.ts.
  */
 import type { Database, RootDatabase } from 'lmdb';
-import type { ListPosition, ListScan } from '@otm/core';
+import type { ListPosition, ListScan, TrackScan } from '@otm/core';
 import { SEP } from '../keys.js';
 import type { Fix } from '../positions.js';
 import { decodeVehicleEntry, isTrackPoint, vehicleValue, type EventChange, type TrackEntry } from './event-change.js';
@@ -56,7 +56,15 @@ import {
 } from './index-keys.js';
 
 export { binaryDb, keyCodecOf, type KeyCodec } from './index-keys.js';
-export { decodeVehicleEntry, putChange, type EventChange, type EventPut, type TrackEntry, type VehicleEntry } from './event-change.js';
+export {
+  decodeFix,
+  decodeVehicleEntry,
+  putChange,
+  type EventChange,
+  type EventPut,
+  type TrackEntry,
+  type VehicleEntry,
+} from './event-change.js';
 export type { TelemetryEffects } from './telemetry-effects.js';
 
 /** `event-time` values: the rank, one byte. */
@@ -276,15 +284,13 @@ export class EventEffects {
    * position, read TRACK_CHUNK at a time, so that a day of points at one a second is never held at
    * once.
    */
-  *trackEntries(scan: {
-    tenant: string;
-    vehicle: string;
-    from: number;
-    to: number;
-    after?: { time: number; key: string };
-    limit?: number;
-    descending?: boolean;
-  }): Generator<TrackEntry> {
+  *trackEntries(scan: TrackEntryScan): Generator<TrackEntry> {
+    for (const chunk of this.trackChunks(scan, (key, baseLength, value) => decodeVehicleEntry(key, baseLength, value) as TrackEntry))
+      yield* chunk;
+  }
+
+  /** The same points as `trackEntries`, each chunk as `decode` makes its entries. */
+  *trackChunks<T>(scan: TrackEntryScan, decode: (key: Buffer, baseLength: number, value: Buffer) => T): Generator<T[]> {
     if (scan.vehicle.includes(SEP)) return;
     const base = vehicleBase(scan.tenant, scan.vehicle);
     const down = scan.descending === true;
@@ -297,20 +303,23 @@ export class EventEffects {
     }
     let left = scan.limit ?? Infinity;
     while (left > 0 && Buffer.compare(start, end) * (down ? -1 : 1) < 0) {
-      const chunk: TrackEntry[] = [];
+      const chunk: T[] = [];
       let last: Buffer | undefined;
       let read = 0;
       for (const { key, value } of this.byVehicle.getRange({ start, end, limit: TRACK_CHUNK, reverse: down })) {
         read++;
         last = key;
         if ((skip !== undefined && Buffer.compare(key, skip) === 0) || !isTrackPoint(value)) continue;
-        chunk.push(decodeVehicleEntry(key, base.length, value) as TrackEntry);
+        chunk.push(decode(key, base.length, value));
         if (chunk.length >= left) break;
       }
-      for (const e of chunk) yield e;
+      if (chunk.length > 0) yield chunk;
       left -= chunk.length;
       if (last === undefined || read < TRACK_CHUNK) return;
       start = skip = last;
     }
   }
 }
+
+/** A window of a vehicle's track entries (`trackEntries`, `trackChunks`): oldest first, or newest first. */
+export type TrackEntryScan = TrackScan & { readonly descending?: boolean };

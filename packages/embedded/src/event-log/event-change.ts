@@ -11,7 +11,7 @@
  * members out of the text without a whole JSON.parse was tried: a scanner in JavaScript took
  * longer than the parse.)
  */
-import { eventFacts, type EventFacts, type LogPosition } from '@otm/core';
+import { eventFacts, type EventFacts, type LogPosition, type TrackFixPoint } from '@otm/core';
 import type { KindSegment } from '@otm/model';
 import { TIME_BYTES, readKeyPart, readTime } from './index-keys.js';
 
@@ -156,6 +156,17 @@ const FIXED = 34;
 const scratch = Buffer.allocUnsafeSlow(FIXED);
 const orNaN = (n: number | null) => (n === null ? NaN : n);
 const orNull = (n: number) => (Number.isNaN(n) ? null : n);
+
+/** The time and position of a track point's `event-vehicle` entry (`isTrackPoint`), without its key or type. */
+export function decodeFix(key: Uint8Array, baseLength: number, value: Buffer): TrackFixPoint {
+  return {
+    time: readTime(key, baseLength),
+    lat: value.readDoubleLE(2),
+    lon: value.readDoubleLE(10),
+    speedKmh: orNull(value.readDoubleLE(18)),
+    heading: orNull(value.readDoubleLE(26)),
+  };
+}
 
 export function vehicleValue(c: EventPut): Buffer {
   const b = c.code === LITERAL ? Buffer.allocUnsafe(FIXED + Buffer.byteLength(c.type!)) : scratch;

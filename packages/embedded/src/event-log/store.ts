@@ -47,7 +47,7 @@ import {
 import { prefixOf, ranksToTry } from '../keys.js';
 import type { WriteGate } from '../disk.js';
 import { Compactor, type CompactionOptions, type CompactionResult } from './compaction.js';
-import { EventEffects, putChange, type EventChange, type TelemetryEffects } from './effects.js';
+import { EventEffects, decodeFix, putChange, type EventChange, type TelemetryEffects } from './effects.js';
 import { GroupCommit, type Pending } from './group-commit.js';
 import { binaryDb, indexKeyCodec } from './index-keys.js';
 import { IndexEntry, IndexWriter, type IndexOp, type Pos } from './index-writer.js';
@@ -278,12 +278,10 @@ export class LogEventStore implements EventStore {
     }
   }
 
-  /** The track's points without their documents, from the index alone (after `settled`, as `track`). */
-  async *fixes(scan: FixScan): AsyncGenerator<TrackFixPoint> {
+  /** The track's points without their ids and documents, from the index alone (after `settled`, as `track`). */
+  async *fixes(scan: FixScan): AsyncGenerator<readonly TrackFixPoint[]> {
     await this.settled();
-    for (const e of this.effects.trackEntries(scan)) {
-      yield { time: e.time, key: e.key, lat: e.lat, lon: e.lon, speedKmh: e.speedKmh, heading: e.heading };
-    }
+    yield* this.effects.trackChunks(scan, decodeFix);
   }
 
   /** Resolves once the events are in the log, on the disk. */
