@@ -110,10 +110,22 @@ function areaOf(f: Geofence): number {
 /** A tenant's geofences, to find the one that holds a point. */
 export class Geofences {
   private readonly fences: readonly Geofence[];
+  private readonly byLocation: ReadonlyMap<string, Geofence>;
 
   constructor(fences: Iterable<Geofence>) {
     // Smallest first (then by location key): the most specific fence holding a point wins.
     this.fences = [...fences].sort((a, b) => areaOf(a) - areaOf(b) || (a.location < b.location ? -1 : a.location > b.location ? 1 : 0));
+    this.byLocation = new Map(this.fences.map((f) => [f.location, f]));
+  }
+
+  /** The fence of a location, by its storage key. */
+  get(location: string): Geofence | undefined {
+    return this.byLocation.get(location);
+  }
+
+  /** Every fence that holds (lat, lon), smallest first. */
+  containing(lat: number, lon: number): Geofence[] {
+    return this.fences.filter((f) => inFence(f, lat, lon));
   }
 
   get size(): number {
