@@ -3,3 +3,4 @@ export * from './activity.js';
 export * from './fence-tracker.js';
 export * from './geo.js';
 export * from './geofences.js';
+export * from './trip-realizer.js';
