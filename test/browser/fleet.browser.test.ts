@@ -86,6 +86,35 @@ describe('the fleet page', () => {
     expect(await seriousViolations(page)).toEqual([]);
   });
 
+  it("marks a vehicle's stops on its track", async () => {
+    // Three positions driving east, seven parked over six minutes (jitter of a few metres), two driving on.
+    const vehicle = randomUUID();
+    const base = Date.now() - 900_000;
+    const at = (i: number, lat: number, lon: number) => location(vehicle, lat, lon, new Date(base + i * 60_000));
+    const events = [
+      ...[0, 1, 2].map((i) => at(i, 52.3, 4.8 + i * 0.02)),
+      ...[3, 4, 5, 6, 7, 8, 9].map((i) => at(i, 52.3 + (i % 2) * 0.00003, 4.86)),
+      ...[10, 11].map((i) => at(i, 52.3, 4.86 + (i - 9) * 0.02)),
+    ];
+    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
+    expect(bulk.status).toBe(200);
+
+    const { page, errors } = await newPage(served.browser);
+    await page.goto(`${served.otm.url}/`);
+    await page.getByLabel('API token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByText('following changes').waitFor();
+    await page.getByLabel('Vehicle', { exact: true }).selectOption(vehicle);
+    await page.getByRole('button', { name: 'Show track' }).click();
+    await page.getByText('Track of 12 positions. 1 stop.').waitFor();
+    expect(await page.locator('path.track-stop').count()).toBe(1);
+    // The map is still fitting the track (animated): the stop's marker is told of the pointer directly.
+    await page.locator('path.track-stop').dispatchEvent('mouseover');
+    await page.getByText(/^Stop \d\d:\d\d–\d\d:\d\d UTC \(6 min\)$/).waitFor();
+    await screenshot(page, 'fleet-track-stops.png');
+    expect(errors).toEqual([]);
+  });
+
   it("moves a marker along a vehicle's track with the time slider, by pointer and by keyboard", async () => {
     // Six positions eastwards, a minute apart but for a four-minute gap between the fourth and the fifth.
     const vehicle = randomUUID();

@@ -1,6 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { FeatureCollection } from 'geojson';
-import { ARROW_STEPS, indexAt, pointDetails, pointsOf, stepTarget, trackQuery, valueText } from '../src/fleet/track-points.js';
+import {
+  ARROW_STEPS,
+  activityQuery,
+  indexAt,
+  pointDetails,
+  pointsOf,
+  stepTarget,
+  stopLabel,
+  stopsOf,
+  trackQuery,
+  valueText,
+} from '../src/fleet/track-points.js';
 
 const t0 = Date.UTC(2026, 10, 26, 6, 0, 0);
 const point = (s: number, props: Record<string, unknown> = {}) => ({
@@ -80,5 +91,42 @@ describe('the time slider', () => {
     const q = trackQuery('2026-11-26T06:00', '2026-11-26T07:30');
     expect(q.get('from')).toBe(new Date('2026-11-26T06:00').toISOString());
     expect(q.get('to')).toBe(new Date('2026-11-26T07:30').toISOString());
+  });
+});
+
+describe('stops on the track', () => {
+  it('reads the stops of an activity answer, leaving out what is no timed position', () => {
+    const answer = {
+      stops: [
+        {
+          start: '2026-11-26T06:30:00.000Z',
+          end: '2026-11-26T07:00:00.000Z',
+          lat: 52.1,
+          lon: 5.2,
+          location: { associationType: 'reference', entityType: 'location', uuid: 'L1' },
+        },
+        { start: '2026-11-26T08:00:00.000Z', end: '2026-11-26T08:06:00.000Z', lat: 52.2, lon: 5.3 },
+        { start: 'soon', end: '2026-11-26T08:06:00.000Z', lat: 52.2, lon: 5.3 },
+        { start: '2026-11-26T08:00:00.000Z', end: '2026-11-26T08:06:00.000Z', lat: '52.2', lon: 5.3 },
+      ],
+    };
+    const stops = stopsOf(answer);
+    expect(stops).toEqual([
+      { start: Date.parse('2026-11-26T06:30:00Z'), end: Date.parse('2026-11-26T07:00:00Z'), lat: 52.1, lon: 5.2, location: 'L1' },
+      { start: Date.parse('2026-11-26T08:00:00Z'), end: Date.parse('2026-11-26T08:06:00Z'), lat: 52.2, lon: 5.3 },
+    ]);
+    expect(stopsOf(null)).toEqual([]);
+    expect(stopsOf({ stops: 'none' })).toEqual([]);
+    expect(stopLabel(stops[0]!)).toBe('Stop 06:30–07:00 UTC (30 min) at location L1');
+    expect(stopLabel(stops[1]!)).toBe('Stop 08:00–08:06 UTC (6 min)');
+  });
+
+  it('asks for the activity from the first position to just after the last', () => {
+    const points = [0, 60, 120].map((s) => ({ time: t0 + s * 1000, lat: 52, lon: 5 }));
+    expect(Object.fromEntries(activityQuery(points)!)).toEqual({
+      from: new Date(t0).toISOString(),
+      to: new Date(t0 + 120_001).toISOString(),
+    });
+    expect(activityQuery(points.slice(0, 1))).toBeUndefined();
   });
 });

@@ -88,3 +88,43 @@ export function trackQuery(from: string, to: string): URLSearchParams {
   if (to !== '') q.set('to', new Date(to).toISOString());
   return q;
 }
+
+/** A stop of the vehicle's activity (GET /api/v5/vehicles/{id}/activity), as the map shows it. */
+export interface TrackStop {
+  start: number;
+  end: number;
+  lat: number;
+  lon: number;
+  /** The location whose geofence holds it. */
+  location?: string;
+}
+
+/** The stops of an activity answer; items that are not a timed position are left out. */
+export function stopsOf(answer: unknown): TrackStop[] {
+  const stops = (answer as { stops?: unknown } | null)?.stops;
+  if (!Array.isArray(stops)) return [];
+  const out: TrackStop[] = [];
+  for (const s of stops as Record<string, unknown>[]) {
+    const start = typeof s.start === 'string' ? Date.parse(s.start) : NaN;
+    const end = typeof s.end === 'string' ? Date.parse(s.end) : NaN;
+    if (Number.isNaN(start) || Number.isNaN(end) || typeof s.lat !== 'number' || typeof s.lon !== 'number') continue;
+    const location = (s.location as { uuid?: unknown } | undefined)?.uuid;
+    out.push({ start, end, lat: s.lat, lon: s.lon, ...(typeof location === 'string' ? { location } : {}) });
+  }
+  return out;
+}
+
+/** The query of the activity over a track's positions: from the first to just after the last. */
+export function activityQuery(points: readonly TrackPoint[]): URLSearchParams | undefined {
+  const first = points[0];
+  const last = points[points.length - 1];
+  if (first === undefined || last === undefined || points.length < 2) return undefined;
+  return new URLSearchParams({ from: new Date(first.time).toISOString(), to: new Date(last.time + 1).toISOString() });
+}
+
+/** A stop's tooltip: `Stop 06:30–07:00 UTC (30 min)`, and its location's id when it has one. */
+export function stopLabel(s: TrackStop): string {
+  const minutes = Math.round((s.end - s.start) / 60_000);
+  const span = `${fmtSecond(s.start).slice(11, 16)}–${fmtSecond(s.end).slice(11, 16)} UTC`;
+  return `Stop ${span} (${minutes} min)${s.location === undefined ? '' : ` at location ${s.location}`}`;
+}

@@ -9,7 +9,19 @@ import { $, api, errorText } from './api.js';
 import { count, fmtSecond } from './format.js';
 import { fitTo, map } from './map.js';
 import { state } from './state.js';
-import { ARROW_STEPS, indexAt, pointDetails, pointsOf, stepTarget, trackQuery, valueText, type TrackPoint } from './track-points.js';
+import {
+  ARROW_STEPS,
+  activityQuery,
+  indexAt,
+  pointDetails,
+  pointsOf,
+  stepTarget,
+  stopLabel,
+  stopsOf,
+  trackQuery,
+  valueText,
+  type TrackPoint,
+} from './track-points.js';
 
 const slider = () => $<HTMLInputElement>('track-slider');
 
@@ -100,6 +112,32 @@ function drawTrack(points: TrackPoint[]): void {
   showTrackAt(last.time, points.length - 1, false);
 }
 
+/**
+ * The vehicle's stops over the track's period (its activity), as markers on the track's layer with
+ * their times in a tooltip; resolves how many, or undefined when they could not be read.
+ */
+async function drawStops(id: string, points: TrackPoint[]): Promise<number | undefined> {
+  const q = activityQuery(points);
+  const layer = state.track.layer;
+  if (q === undefined || layer === undefined) return undefined;
+  const res = await api(`/api/v5/vehicles/${id}/activity?${q.toString()}`);
+  if (!res.ok || state.track.layer !== layer) return undefined;
+  const stops = stopsOf(await res.json());
+  for (const s of stops) {
+    L.circleMarker([s.lat, s.lon], {
+      radius: 7,
+      color: '#1b5e20',
+      weight: 2,
+      fillColor: '#a5d6a7',
+      fillOpacity: 0.9,
+      className: 'track-stop',
+    })
+      .bindTooltip(stopLabel(s))
+      .addTo(layer);
+  }
+  return stops.length;
+}
+
 /** The track form and the slider's pointer and keys. */
 export function initTrack(): void {
   const points = () => state.track.points;
@@ -131,6 +169,8 @@ export function initTrack(): void {
       const track = pointsOf((await res.json()) as FeatureCollection);
       drawTrack(track);
       $('track-status').textContent = `Track of ${count(track.length, 'position')}.`;
+      const stops = await drawStops(id, track);
+      if (stops) $('track-status').textContent = `Track of ${count(track.length, 'position')}. ${count(stops, 'stop')}.`;
     })();
   });
 }
