@@ -16,6 +16,21 @@ const location = (vehicle: string, lat: number, lon: number, time: Date) => ({
 });
 
 describe('the fleet page', () => {
+  /** Stores the events, opens the page with the token and asks for the vehicle's track. */
+  async function showTrack(events: unknown[], vehicle: string) {
+    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
+    expect(bulk.status).toBe(200);
+    const opened = await newPage(served.browser);
+    const { page } = opened;
+    await page.goto(`${served.otm.url}/`);
+    await page.getByLabel('API token').fill(TOKEN);
+    await page.getByRole('button', { name: 'Use token' }).click();
+    await page.getByText('following changes').waitFor();
+    await page.getByLabel('Vehicle', { exact: true }).selectOption(vehicle);
+    await page.getByRole('button', { name: 'Show track' }).click();
+    return opened;
+  }
+
   it('shows 200 vehicles, moves one live, draws a track and checks a document', async () => {
     const vehicles = Array.from({ length: 200 }, () => randomUUID());
     const now = Date.now();
@@ -96,16 +111,7 @@ describe('the fleet page', () => {
       ...[3, 4, 5, 6, 7, 8, 9].map((i) => at(i, 52.3 + (i % 2) * 0.00003, 4.86)),
       ...[10, 11].map((i) => at(i, 52.3, 4.86 + (i - 9) * 0.02)),
     ];
-    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
-    expect(bulk.status).toBe(200);
-
-    const { page, errors } = await newPage(served.browser);
-    await page.goto(`${served.otm.url}/`);
-    await page.getByLabel('API token').fill(TOKEN);
-    await page.getByRole('button', { name: 'Use token' }).click();
-    await page.getByText('following changes').waitFor();
-    await page.getByLabel('Vehicle', { exact: true }).selectOption(vehicle);
-    await page.getByRole('button', { name: 'Show track' }).click();
+    const { page, errors } = await showTrack(events, vehicle);
     await page.getByText('Track of 12 positions. 1 stop.').waitFor();
     expect(await page.locator('path.track-stop').count()).toBe(1);
     // The map is still fitting the track (animated): the stop's marker is told of the pointer directly.
@@ -127,16 +133,7 @@ describe('the fleet page', () => {
         geoReference: { ...e.geoReference, speed: { value: 30 + i * 10, unit: 'km/h' }, heading: { value: 80 + i, unit: 'degrees' } },
       };
     });
-    const bulk = await fetch(`${served.otm.url}/api/v5/bulk/events`, { method: 'POST', headers: H, body: JSON.stringify(events) });
-    expect(bulk.status).toBe(200);
-
-    const { page, errors } = await newPage(served.browser);
-    await page.goto(`${served.otm.url}/`);
-    await page.getByLabel('API token').fill(TOKEN);
-    await page.getByRole('button', { name: 'Use token' }).click();
-    await page.getByText('following changes').waitFor();
-    await page.getByLabel('Vehicle', { exact: true }).selectOption(vehicle);
-    await page.getByRole('button', { name: 'Show track' }).click();
+    const { page, errors } = await showTrack(events, vehicle);
     await page.getByText('Track of 6 positions.').waitFor();
 
     const at = (ms: number) => `${new Date(ms).toISOString().slice(0, 19).replace('T', ' ')} UTC`;
