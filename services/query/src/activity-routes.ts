@@ -150,6 +150,30 @@ const ACTIVITY = {
   },
 };
 
+/** An answer (of the day in docs/realization.md, shortened). */
+const ACTIVITY_EXAMPLE = {
+  vehicle: 'a1000000-0000-4000-8000-000000000001',
+  from: '2026-06-02T06:00:00.000Z',
+  to: '2026-06-02T16:00:00.000Z',
+  summary: {
+    distance: { value: 49565.9, unit: 'm' },
+    movingSeconds: 3150,
+    stoppedSeconds: 6840,
+    stopCount: 4,
+    maxSpeed: { value: 60, unit: 'km/h' },
+  },
+  stops: [
+    {
+      start: '2026-06-02T06:30:00.000Z',
+      end: '2026-06-02T07:00:00.000Z',
+      lat: 52.143965,
+      lon: 5.237074,
+      location: { associationType: 'reference', entityType: 'location', uuid: 'a2000000-0000-4000-8000-000000000001' },
+    },
+  ],
+  drives: [{ start: '2026-06-02T06:20:00.000Z', end: '2026-06-02T06:30:00.000Z', distance: { value: 10003.3, unit: 'm' } }],
+};
+
 /** Every point of the chunks an async iterable yields. */
 async function all<T>(chunks: AsyncIterable<readonly T[]>): Promise<T[]> {
   const out: T[] = [];
@@ -189,7 +213,7 @@ export const activity: FastifyPluginAsync<ActivityOptions> = async (app: Fastify
           '200': {
             description: 'The activity',
             content: {
-              'application/json': { schema: { $ref: '#/components/schemas/activity' } },
+              'application/json': { schema: { $ref: '#/components/schemas/activity' }, example: ACTIVITY_EXAMPLE },
               'text/csv': { schema: { type: 'string', description: 'type,start,end,distance_m,lat,lon,location' } },
             },
           },
