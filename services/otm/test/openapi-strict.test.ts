@@ -143,6 +143,58 @@ describe('the served OpenAPI document, read by a strict validator', () => {
     expect(unions.length).toBeGreaterThan(150);
     expect(overlapping).toEqual([]);
   });
+
+  it("validates a vehicle's activity answers and their example against the schema served", async () => {
+    const problems: string[] = [];
+    const vehicle = 'a9000000-0000-4000-8000-000000000001';
+    const validate = answerSchema('/api/v5/vehicles/{UUID}/activity', 'get');
+    const example: unknown = doc.paths['/api/v5/vehicles/{UUID}/activity']!.get.responses['200'].content['application/json'].example;
+    check(problems, 'the example', validate, example);
+    const at = (min: number) => new Date(Date.parse('2026-06-02T06:00:00Z') + min * 60_000).toISOString();
+    await svc.app.inject({
+      method: 'PUT',
+      url: '/api/v5/locations',
+      headers: { ...json, ...auth() },
+      payload: JSON.stringify({
+        id: 'a9100000-0000-4000-8000-000000000001',
+        geoReference: { type: 'latLonPointGeoReference', lat: 52.01, lon: 5 },
+      }),
+    });
+    // Driving north without a reported speed (maxSpeed from the steps), ten minutes parked, then on.
+    const positions = [0, 1, 2, ...Array.from({ length: 11 }, () => 2), 3, 4];
+    for (const [i, p] of positions.entries()) {
+      const put = await svc.app.inject({
+        method: 'PUT',
+        url: '/api/v5/events',
+        headers: { ...json, ...auth() },
+        payload: JSON.stringify({
+          eventType: 'locationUpdateEvent',
+          creationDate: at(i),
+          vehicle: { associationType: 'reference', entityType: 'vehicle', uuid: vehicle },
+          geoReference: { type: 'latLonPointGeoReference', lat: 52 + p * 0.005, lon: 5 },
+        }),
+      });
+      expect(put.statusCode).toBe(200);
+    }
+    for (const [from, to] of [
+      [at(0), at(20)],
+      [at(-60), at(-30)],
+    ] as const) {
+      const res = await svc.app.inject({
+        method: 'GET',
+        url: `/api/v5/vehicles/${vehicle}/activity?from=${from}&to=${to}`,
+        headers: auth(),
+      });
+      expect(res.statusCode).toBe(200);
+      check(problems, `activity ${from}`, validate, res.json());
+    }
+    const body = (
+      await svc.app.inject({ method: 'GET', url: `/api/v5/vehicles/${vehicle}/activity?from=${at(0)}&to=${at(20)}`, headers: auth() })
+    ).json();
+    expect(body.stops).toHaveLength(1);
+    expect(body.stops[0].location.uuid).toBe('a9100000-0000-4000-8000-000000000001');
+    expect(problems).toEqual([]);
+  });
 });
 
 /**

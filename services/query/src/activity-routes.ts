@@ -119,7 +119,7 @@ const ACTIVITY = {
         movingSeconds: { type: 'number' },
         stoppedSeconds: { type: 'number' },
         stopCount: { type: 'integer' },
-        maxSpeed: { oneOf: [MEASURE('km/h'), { type: 'null' }] },
+        maxSpeed: { ...MEASURE('km/h'), type: ['object', 'null'], description: 'null without a reported or measurable speed' },
       },
     },
     stops: {
