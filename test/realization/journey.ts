@@ -5,6 +5,8 @@
  * ±`jitterM` metres (deterministic: a seeded generator). Driving is in straight lines at
  * `kmh`, so the true distance is the sum of the legs' great-circle lengths.
  */
+import { greatCircleM } from '@otm/core';
+
 const M_PER_DEG = 111_195;
 const LAT0 = 52.09;
 const LON0 = 5.12;
@@ -38,14 +40,6 @@ export interface Journey {
   readonly distanceM: number;
   readonly from: number;
   readonly to: number;
-}
-
-const RAD = Math.PI / 180;
-function greatCircleM(a: { lat: number; lon: number }, b: { lat: number; lon: number }): number {
-  const dLat = (b.lat - a.lat) * RAD;
-  const dLon = (b.lon - a.lon) * RAD;
-  const h = Math.sin(dLat / 2) ** 2 + Math.cos(a.lat * RAD) * Math.cos(b.lat * RAD) * Math.sin(dLon / 2) ** 2;
-  return 2 * 6_371_008.8 * Math.asin(Math.sqrt(h));
 }
 
 export function journey(opts: { start: number; stepS?: number; jitterM?: number; kmh?: number; seed?: number }): Journey {
@@ -87,7 +81,7 @@ export function journey(opts: { start: number; stepS?: number; jitterM?: number;
       if (seg.ms >= 5 * 60_000) stops.push({ place: seg.at, start: t, end: t + seg.ms });
       t += seg.ms;
     } else {
-      const d = greatCircleM(PLACES[here], PLACES[seg.to]);
+      const d = greatCircleM(PLACES[here].lat, PLACES[here].lon, PLACES[seg.to].lat, PLACES[seg.to].lon);
       const ms = Math.round((d / mps) * 1000);
       pieces.push({ t0: t, t1: t + ms, a: PLACES[here], b: PLACES[seg.to], parked: false });
       distanceM += d;
